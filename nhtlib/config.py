@@ -1,0 +1,200 @@
+"""Frozen, validated configuration objects.
+
+Every experiment in the book is described by small frozen dataclasses. They are validated when they are
+constructed, so a typo or an out-of-range value fails *before* any training starts, with a message that names
+the field, the value and what is allowed. Their `to_dict()` is what the run cache hashes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+SCALES = ("smoke", "cpu", "paper")
+OPTIMIZERS = ("adamw", "sgd")
+LR_SCHEDULES = ("constant", "cosine")
+LOG_GRIDS = ("linear", "log")
+SAMPLINGS = ("with_replacement", "epoch")
+DECAY_GROUPS = ("all", "matrices")
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown or out of range."""
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> None:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+
+
+def check_range(name: str, value: float, low: float | None = None, high: float | None = None,
+                *, low_inclusive: bool = True, high_inclusive: bool = True, integer: bool = False) -> None:
+    if integer and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{name}={value!r} must be an integer")
+    if not integer and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"{name}={value!r} must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name}={value!r} must be finite")
+    ok_low = low is None or (value >= low if low_inclusive else value > low)
+    ok_high = high is None or (value <= high if high_inclusive else value < high)
+    if not (ok_low and ok_high):
+        lo = "-inf" if low is None else ("[" if low_inclusive else "(") + repr(low)
+        hi = "inf" if high is None else repr(high) + ("]" if high_inclusive else ")")
+        if low is None:
+            lo = "(-inf"
+        if high is None:
+            hi = "inf)"
+        raise ConfigError(f"{name}={value!r} is out of range; allowed: {lo}, {hi}")
+
+
+class Config:
+    """Mixin for frozen config dataclasses: validation hook, plain-dict form and a stable hash."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:  # overridden by subclasses
+        pass
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-able dict including the class name (so two configs of different kinds never collide)."""
+        out: dict[str, Any] = {"kind": type(self).__name__}
+        for f in dataclasses.fields(self):
+            if f.metadata.get("identity", True):
+                out[f.name] = _plain(getattr(self, f.name))
+        return out
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
+
+    def digest(self) -> str:
+        return stable_hash(self.to_dict())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Config):
+        return value.to_dict()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return value  # keep floats as floats: 1.0 and 1 hash differently only if the types differ in the config
+    return value
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
+def not_identity(default: Any = None, **kw: Any) -> Any:
+    """A field that does not change the result (e.g. how often to checkpoint); excluded from the hash."""
+    return field(default=default, metadata={"identity": False}, **kw)
+
+
+@dataclass(frozen=True)
+class TrainConfig(Config):
+    """How one member is optimised.
+
+    steps: optimiser steps. batch_size: None = full batch. lr and weight_decay are per member and may be
+    overridden by a sweep. Weight decay is *decoupled* for AdamW (PyTorch convention: theta <- (1 - lr*wd) theta
+    before the Adam step) and an L2 gradient term for SGD (g <- g + wd * theta).
+    """
+
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    steps: int = 1000
+    batch_size: int | None = None
+    sampling: str = "with_replacement"
+    lr_schedule: str = "constant"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    momentum: float = 0.0
+    decay: str = "all"
+    log_grid: str = "linear"
+    n_logs: int = 50
+    checkpoint_every: int = not_identity(default=0)
+    eval_batch_size: int = not_identity(default=4096)
+
+    def validate(self) -> None:
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+        check_range("weight_decay", self.weight_decay, 0.0, None)
+        check_range("steps", self.steps, 1, None, integer=True)
+        if self.batch_size is not None:
+            check_range("batch_size", self.batch_size, 1, None, integer=True)
+        check_choice("sampling", self.sampling, SAMPLINGS)
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        if len(self.betas) != 2:
+            raise ConfigError(f"betas={self.betas!r} must be a pair")
+        for i, b in enumerate(self.betas):
+            check_range(f"betas[{i}]", float(b), 0.0, 1.0, high_inclusive=False)
+        check_range("eps", self.eps, 0.0, None, low_inclusive=False)
+        check_range("momentum", self.momentum, 0.0, 1.0, high_inclusive=False)
+        check_choice("decay", self.decay, DECAY_GROUPS)
+        check_choice("log_grid", self.log_grid, LOG_GRIDS)
+        check_range("n_logs", self.n_logs, 1, None, integer=True)
+        check_range("checkpoint_every", self.checkpoint_every, 0, None, integer=True)
+        check_range("eval_batch_size", self.eval_batch_size, 1, None, integer=True)
+
+    def log_steps(self) -> list[int]:
+        """The steps at which metrics are logged: always 0 and the last step."""
+        import numpy as np
+
+        if self.log_grid == "linear":
+            grid = np.linspace(0, self.steps, self.n_logs + 1)
+        else:
+            grid = np.concatenate([[0], np.geomspace(1, self.steps, self.n_logs)])
+        return sorted({int(round(s)) for s in grid} | {0, self.steps})
+
+
+def resolve_scale(scale: str | None = None) -> str:
+    """The chapter scale: the given value, else env NHT_SCALE, else 'cpu'. Raises ConfigError when unknown."""
+    value = scale if scale is not None else os.environ.get("NHT_SCALE", "cpu")
+    check_choice("scale", value, SCALES)
+    return value
+
+
+def resolve_device(device: str = "auto") -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'. Explicit 'cuda' without a GPU raises."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible; use 'auto' or 'cpu'")
+    check_choice("device", device.split(":")[0], ("cpu", "cuda", "mps"))
+    return device
+
+
+@dataclass(frozen=True)
+class ChapterParams(Config):
+    """The parameters every chapter notebook takes (its papermill `parameters` cell)."""
+
+    scale: str = "cpu"
+    device: str = "auto"
+    seed: int = 0
+    data_root: str | None = None
+
+    def validate(self) -> None:
+        check_choice("scale", self.scale, SCALES)
+        if not isinstance(self.device, str):
+            raise ConfigError(f"device={self.device!r} must be a string such as 'auto', 'cpu' or 'cuda'")
+        check_range("seed", self.seed, 0, None, integer=True)
+        if self.data_root is not None and not isinstance(self.data_root, str):
+            raise ConfigError(f"data_root={self.data_root!r} must be a path string or None")
+
+    @property
+    def quiet(self) -> bool:
+        """Progress bars stay quiet at smoke scale (tests and CI)."""
+        return self.scale == "smoke"

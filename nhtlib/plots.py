@@ -1,0 +1,110 @@
+"""Plotting helpers on seaborn, with one book-wide theme.
+
+Every figure in the book: labelled axes with units, a legend title, mean line with a shaded band of +-1 standard
+deviation across seeds (the `errorbar=("sd", 1)` of seaborn).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg") if matplotlib.get_backend().lower() in ("", "agg") else None
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+PALETTE = "viridis"
+REGIME_COLOURS = {"weak": "#4c72b0", "intermediate": "#55a868", "strong": "#c44e52"}
+
+
+def set_theme() -> None:
+    """The book's theme: seaborn 'whitegrid', readable fonts, compact figures."""
+    sns.set_theme(context="notebook", style="whitegrid", palette="deep",
+                  rc={"figure.figsize": (7.0, 4.0), "figure.dpi": 100, "axes.titleweight": "bold",
+                      "legend.frameon": False, "savefig.bbox": "tight"})
+
+
+def lines_with_band(data: pd.DataFrame, x: str, y: str, hue: str | None = None, *, ax=None,
+                    xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+                    logx: bool = False, logy: bool = False, palette=PALETTE, legend_title: str | None = None,
+                    style: str | None = None):
+    """Mean of `y` over seeds against `x`, one line per `hue`, band = +-1 sd across seeds."""
+    ax = ax or plt.gca()
+    n_hue = data[hue].nunique() if hue else 1
+    sns.lineplot(data=data, x=x, y=y, hue=hue, style=style, errorbar=("sd", 1), ax=ax,
+                 palette=palette if hue and n_hue > 1 else None, legend="full" if hue else False)
+    if logx:
+        ax.set_xscale("symlog", linthresh=1) if (data[x] <= 0).any() else ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if title:
+        ax.set_title(title)
+    if hue and ax.get_legend() is not None:
+        ax.get_legend().set_title(legend_title or hue)
+    return ax
+
+
+def panel_grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.2, sharex: bool = True):
+    nrows = (n + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), sharex=sharex, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def scatter_with_fit(x: Sequence[float], y: Sequence[float], fit=None, *, hue=None, ax=None, xlabel: str = "",
+                     ylabel: str = "", title: str | None = None, identity: bool = True, legend_title=None,
+                     logx: bool = False, logy: bool = False):
+    """Scatter of measured vs predicted with the fitted line (a LinearFit) and the y = x line."""
+    import numpy as np
+
+    ax = ax or plt.gca()
+    sns.scatterplot(x=np.asarray(x), y=np.asarray(y), hue=hue, ax=ax, palette=PALETTE if hue is not None else None,
+                    s=40)
+    xs = np.linspace(np.nanmin(x), np.nanmax(x), 50)
+    if fit is not None:
+        ax.plot(xs, fit.slope * xs + fit.intercept, color="black", lw=1.5,
+                label=f"fit: slope {fit.slope:.2f}, R² {fit.r2:.2f}")
+    if identity:
+        ax.plot(xs, xs, color="grey", ls="--", lw=1, label="y = x")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(title=legend_title)
+    return ax
+
+
+def regime_map(summary: pd.DataFrame, x: str, y: str, regime: str = "regime", *, ax=None, xlabel=None,
+               ylabel=None, title=None):
+    """Heat map of the (majority) regime on a grid of two parameters (e.g. weight decay x norm ratio)."""
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    from .regimes import REGIMES, majority_regime
+
+    ax = ax or plt.gca()
+    cell = summary.groupby([y, x])[regime].agg(majority_regime).unstack(x)
+    codes = cell.apply(lambda col: col.map({r: i for i, r in enumerate(REGIMES)})).to_numpy(float)
+    cmap = ListedColormap([REGIME_COLOURS[r] for r in REGIMES])
+    ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto", origin="lower")
+    ax.set_xticks(range(cell.shape[1]), [f"{v:g}" for v in cell.columns])
+    ax.set_yticks(range(cell.shape[0]), [f"{v:g}" for v in cell.index])
+    for (i, j), value in np.ndenumerate(cell.to_numpy()):
+        ax.text(j, i, value, ha="center", va="center", fontsize=8, color="white")
+    ax.grid(False)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if title:
+        ax.set_title(title)
+    ax.legend(handles=[Patch(color=REGIME_COLOURS[r], label=r) for r in REGIMES], bbox_to_anchor=(1.02, 1),
+              loc="upper left", title="regime")
+    return ax

@@ -1,0 +1,153 @@
+"""Runs and sweeps: configure members, train the missing ones batched, read everything else from the cache.
+
+A `RunConfig` fully determines one member's result (task, model, training, seed). `run(configs)` looks every
+member up in the run cache; the missing ones are grouped into batches of members that differ only in seed, lr and
+weight decay (the batched loop trains them together, each with its own values), trained with checkpoints, stored
+member by member, and everything is returned as one tidy table with the varying config fields as columns.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+import torch
+
+from .cache import RunCache, run_key
+from .config import Config, ConfigError, TrainConfig, check_range, resolve_device, stable_hash
+from .data import TaskConfig, stack_members
+from .models.base import ModelConfig
+from .train import ExtraMetrics, train
+
+
+@dataclass(frozen=True)
+class RunConfig(Config):
+    task: TaskConfig
+    model: ModelConfig
+    train: TrainConfig
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name, kind in (("task", TaskConfig), ("model", ModelConfig), ("train", TrainConfig)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be a {kind.__name__}")
+        check_range("seed", self.seed, 0, None, integer=True)
+
+    def batch_signature(self) -> str:
+        """Members with equal signatures can be trained in one batch (they differ in seed, lr, weight decay only)."""
+        d = self.to_dict()
+        d.pop("seed")
+        d["train"] = {k: v for k, v in d["train"].items() if k not in ("lr", "weight_decay")}
+        return stable_hash(d)
+
+
+def grid(base: RunConfig, *, seeds: Iterable[int] = (0,), lrs: Iterable[float] | None = None,
+         weight_decays: Iterable[float] | None = None, **task_or_model: Iterable[Any]) -> list[RunConfig]:
+    """Cartesian product of configs: seeds x lrs x weight decays x any task/model field given as a list,
+    e.g. grid(base, seeds=range(3), weight_decays=[0.1, 1.0], output_init_scale=[10, 100])."""
+    axes: dict[str, list[Any]] = {"seed": list(seeds)}
+    axes["lr"] = list(lrs) if lrs is not None else [base.train.lr]
+    axes["weight_decay"] = list(weight_decays) if weight_decays is not None else [base.train.weight_decay]
+    for name, values in task_or_model.items():
+        axes[name] = list(values)
+    out = []
+    for combo in itertools.product(*axes.values()):
+        values = dict(zip(axes, combo))
+        task, model = base.task, base.model
+        for name in task_or_model:
+            if hasattr(task, name):
+                task = task.replace(**{name: values[name]})
+            elif hasattr(model, name):
+                model = model.replace(**{name: values[name]})
+            else:
+                raise ConfigError(f"sweep axis {name!r} is neither a field of {type(task).__name__} nor of "
+                                  f"{type(model).__name__}")
+        train_cfg = base.train.replace(lr=values["lr"], weight_decay=values["weight_decay"])
+        out.append(RunConfig(task, model, train_cfg, seed=values["seed"]))
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def varying_columns(configs: Sequence[RunConfig]) -> pd.DataFrame:
+    """One row per config with the fields that differ between configs (leaf names when unambiguous)."""
+    flat = [_flatten(c.to_dict()) for c in configs]
+    keys = [k for k in flat[0] if not k.endswith("kind") and len({str(f.get(k)) for f in flat}) > 1]
+    for must in ("seed", "train.lr", "train.weight_decay"):
+        if must not in keys:
+            keys.append(must)
+    leaves = [k.rsplit(".", 1)[-1] for k in keys]
+    names = [leaf if leaves.count(leaf) == 1 else k for k, leaf in zip(keys, leaves)]
+    return pd.DataFrame([{n: f.get(k) for n, k in zip(names, keys)} for f in flat])
+
+
+def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache | None = None,
+        max_members: int = 256, progress: bool = True, extra_metrics: ExtraMetrics | None = None,
+        desc: str = "training") -> pd.DataFrame:
+    """Results of every config (cached or freshly trained) as one table: a `run` column (index into configs),
+    the varying config fields, and the logged metrics."""
+    if not configs:
+        raise ValueError("run() needs at least one RunConfig")
+    cache = cache or RunCache()
+    device = resolve_device(device)
+    keys = [run_key(c.to_dict()) for c in configs]
+    tables: dict[str, pd.DataFrame] = {}
+    missing: dict[str, list[int]] = {}
+    for i, (config, key) in enumerate(zip(configs, keys)):
+        if key in tables:
+            continue
+        cached = cache.load(key)
+        if cached is not None:
+            tables[key] = cached
+        else:
+            missing.setdefault(config.batch_signature(), []).append(i)
+    for indices in missing.values():
+        unique = list(dict.fromkeys(indices, None))
+        unique = [i for n, i in enumerate(unique) if keys[i] not in {keys[j] for j in unique[:n]}]
+        for start in range(0, len(unique), max_members):
+            chunk = unique[start:start + max_members]
+            _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
+                         extra_metrics, desc)
+            for i in chunk:
+                tables[keys[i]] = cache.load(keys[i])
+    columns = varying_columns(configs)
+    frames = []
+    for i, key in enumerate(keys):
+        table = tables[key].copy()
+        for name, value in columns.iloc[i].items():
+            table.insert(0, name, value)
+        table.insert(0, "run", i)
+        frames.append(table)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, device: str, progress: bool,
+                 extra_metrics: ExtraMetrics | None, desc: str) -> None:
+    first = configs[0]
+    seeds = [c.seed for c in configs]
+    data = stack_members([c.task.build(c.seed) for c in configs]).to(device)
+    model = first.model.build(data.input_shape, data.n_classes, seeds).to(device)
+    batch_key = stable_hash(sorted(keys), length=24)
+    checkpoint = cache.checkpoint_path(batch_key)
+    started = time.perf_counter()
+    tables = train(model, data, first.train, seeds=seeds, lrs=[c.train.lr for c in configs],
+                   weight_decays=[c.train.weight_decay for c in configs], checkpoint_path=checkpoint,
+                   extra_metrics=extra_metrics, progress=progress, desc=f"{desc} ({len(configs)} members)")
+    wall = time.perf_counter() - started
+    for config, key, table in zip(configs, keys, tables):
+        cache.save(key, table, config.to_dict(), device=str(device), wall_time_s=wall,
+                   extra={"batch_members": len(configs)})
+    checkpoint.unlink(missing_ok=True)
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()

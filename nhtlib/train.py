@@ -1,0 +1,198 @@
+"""The one training loop of the book.
+
+It trains K independent members at once (K = 1 is a single run): each member has its own seed (init and data
+order), learning rate and weight decay; the model's parameters carry a leading member dimension and the optimisers
+in `optim` apply PyTorch's update rules per member. At every step of the log grid it evaluates every split
+(loss and accuracy), the total and per-layer squared norms, and any extra metrics; it returns one tidy table per
+member (one row per logged step).
+
+A checkpoint (parameters, optimiser state, data-order RNG, rows so far) is written atomically at log steps when
+`checkpoint_path` is given, so a killed run resumes where it stopped and produces the same table as an unkilled one.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm import tqdm  # plain text bars: no widget dependency in notebooks
+
+from .cache import atomic_torch_save
+from .config import TrainConfig
+from .data import Dataset, Split
+from .norms import layer_squared_norms, norm_columns
+from .optim import BatchedAdamW, BatchedSGD, lr_factor
+
+ExtraMetrics = Callable[[nn.Module, Dataset], dict[str, torch.Tensor]]
+DATA_SEED_OFFSET = 7_919  # data-order RNG of a member = seed + offset (kept apart from the init RNG)
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig, lrs: torch.Tensor, wds: torch.Tensor):
+    params = [p for p in model.parameters() if p.requires_grad]
+    # "matrices": decay only weight matrices / conv kernels (ndim >= 2 once the member dim is removed)
+    mask = [True if cfg.decay == "all" else p.dim() - 1 >= 2 for p in params]
+    if cfg.optimizer == "adamw":
+        return BatchedAdamW(params, lrs, wds, mask, betas=tuple(cfg.betas), eps=cfg.eps)
+    return BatchedSGD(params, lrs, wds, mask, momentum=cfg.momentum)
+
+
+class BatchSampler:
+    """Minibatch indices per member: with replacement, or epochs of a fresh permutation. State is checkpointable."""
+
+    def __init__(self, n: int, batch_size: int | None, sampling: str, seeds: Sequence[int]):
+        self.n, self.batch_size, self.sampling = n, batch_size, sampling
+        self.generators = [torch.Generator().manual_seed(int(s) + DATA_SEED_OFFSET) for s in seeds]
+        self.perms: list[torch.Tensor | None] = [None] * len(seeds)
+        self.positions = [0] * len(seeds)
+
+    def next(self) -> torch.Tensor | None:
+        """(K, B) indices, or None for full batch."""
+        if self.batch_size is None or self.batch_size >= self.n and self.sampling == "epoch":
+            return None
+        rows = []
+        for k, g in enumerate(self.generators):
+            if self.sampling == "with_replacement":
+                rows.append(torch.randint(0, self.n, (self.batch_size,), generator=g))
+                continue
+            take: list[torch.Tensor] = []
+            need = self.batch_size
+            while need > 0:
+                if self.perms[k] is None or self.positions[k] >= self.n:
+                    self.perms[k] = torch.randperm(self.n, generator=g)
+                    self.positions[k] = 0
+                chunk = self.perms[k][self.positions[k]:self.positions[k] + need]
+                self.positions[k] += len(chunk)
+                need -= len(chunk)
+                take.append(chunk)
+            rows.append(torch.cat(take))
+        return torch.stack(rows)
+
+    def state_dict(self) -> dict:
+        return {"generators": [g.get_state() for g in self.generators], "perms": self.perms,
+                "positions": list(self.positions)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.perms, self.positions = list(state["perms"]), list(state["positions"])
+
+
+def select(split: Split, idx: torch.Tensor | None, k_members: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (K, B, ...) and labels (K, B) for the given per-member indices (None = the whole split)."""
+    x, y = split.x, split.y
+    if idx is None:
+        if split.per_member:
+            return x, y
+        return x.unsqueeze(0).expand(k_members, *x.shape), y.unsqueeze(0).expand(k_members, *y.shape)
+    idx = idx.to(x.device)
+    if split.per_member:
+        gather_x = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(*idx.shape, *x.shape[2:])
+        return torch.gather(x, 1, gather_x), torch.gather(y, 1, idx)
+    return x[idx], y[idx]
+
+
+def member_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy per member: logits (K, B, C), y (K, B) -> (K,)."""
+    k, b, c = logits.shape
+    return nn.functional.cross_entropy(logits.reshape(k * b, c), y.reshape(k * b), reduction="none").view(k, b).mean(1)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, split: Split, k_members: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean loss and accuracy per member on a whole split, in chunks of batch_size examples."""
+    n = split.size
+    loss_sum = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
+    correct = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
+    for start in range(0, n, batch_size):
+        idx = torch.arange(start, min(start + batch_size, n), device=split.y.device)
+        x, y = select(split, idx.expand(k_members, -1), k_members) if split.per_member else select(split, idx, 0)
+        if not split.per_member:
+            x = x.unsqueeze(0).expand(k_members, *x.shape)
+            y = y.unsqueeze(0).expand(k_members, *y.shape)
+        logits = model(x)
+        loss_sum += member_loss(logits, y).double() * len(idx)
+        correct += (logits.argmax(-1) == y).double().sum(1)
+    return loss_sum / n, correct / n
+
+
+def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[int],
+          lrs: Sequence[float] | None = None, weight_decays: Sequence[float] | None = None,
+          checkpoint_path=None, checkpoint_seconds: float = 30.0, extra_metrics: ExtraMetrics | None = None,
+          progress: bool = True, desc: str = "training") -> list[pd.DataFrame]:
+    """Train the K members of `model` on `data`; return one table per member.
+
+    lrs / weight_decays: one value per member (default: cfg.lr / cfg.weight_decay for all).
+    Columns of each table: step, lr_now (scheduled lr), <split>_loss, <split>_acc for every split, norm_sq,
+    norm_sq:<layer>, extra metrics, wall_s.
+    """
+    k_members = len(seeds)
+    device = next(model.parameters()).device
+    lrs_t = torch.tensor(list(lrs) if lrs is not None else [cfg.lr] * k_members, dtype=torch.float64, device=device)
+    wds_t = torch.tensor(list(weight_decays) if weight_decays is not None else [cfg.weight_decay] * k_members,
+                         dtype=torch.float64, device=device)
+    if len(lrs_t) != k_members or len(wds_t) != k_members:
+        raise ValueError(f"need one lr and one weight decay per member ({k_members}); "
+                         f"got {len(lrs_t)} and {len(wds_t)}")
+    optimizer = make_optimizer(model, cfg, lrs_t, wds_t)
+    train_split = data.splits["train"]
+    sampler = BatchSampler(train_split.size, cfg.batch_size, cfg.sampling, seeds)
+    log_steps = cfg.log_steps()
+    rows: list[list[dict]] = [[] for _ in range(k_members)]
+    start_step, elapsed_before = 0, 0.0
+
+    if checkpoint_path is not None and checkpoint_path.exists():
+        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+        with torch.no_grad():
+            for p, saved in zip(model.parameters(), state["params"]):
+                p.copy_(saved)
+        optimizer.load_state_dict(state["optimizer"])
+        sampler.load_state_dict(state["sampler"])
+        rows, start_step, elapsed_before = state["rows"], state["step"], state["elapsed"]
+
+    def log(step: int, elapsed: float) -> None:
+        model.eval()
+        values: dict[str, torch.Tensor] = {}
+        for name, split in data.splits.items():
+            values[f"{name}_loss"], values[f"{name}_acc"] = evaluate(model, split, k_members, cfg.eval_batch_size)
+        values.update(norm_columns(layer_squared_norms(model.named_parameters(), member_dim=True)))
+        if extra_metrics is not None:
+            values.update(extra_metrics(model, data))
+        model.train()
+        factor = lr_factor(cfg.lr_schedule, min(step, cfg.steps - 1), cfg.steps)
+        for k in range(k_members):
+            row = {"step": step, "lr_now": float(lrs_t[k]) * factor}
+            row.update({name: float(v[k]) for name, v in values.items()})
+            row["wall_s"] = elapsed
+            rows[k].append(row)
+
+    t0 = time.perf_counter() - elapsed_before
+    last_save = time.perf_counter()
+    next_logs = [s for s in log_steps if s >= start_step]
+    if start_step == 0 and (not rows[0] or rows[0][-1]["step"] != 0):
+        log(0, 0.0)
+    model.train()
+    bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False)
+    for step in range(start_step, cfg.steps):
+        idx = sampler.next()
+        x, y = select(train_split, idx, k_members)
+        loss = member_loss(model(x), y).sum()  # members are independent: d(sum)/d(theta_k) = d(loss_k)/d(theta_k)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step(lr_factor(cfg.lr_schedule, step, cfg.steps))
+        done = step + 1
+        bar.update(1)
+        if done in next_logs:
+            log(done, time.perf_counter() - t0)
+            bar.set_postfix(loss=f"{loss.item() / k_members:.3g}")
+            due = cfg.checkpoint_every and done % cfg.checkpoint_every == 0
+            if checkpoint_path is not None and done < cfg.steps and (
+                    due or time.perf_counter() - last_save >= checkpoint_seconds):
+                atomic_torch_save({"params": [p.detach().cpu() for p in model.parameters()],
+                                   "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict(),
+                                   "rows": rows, "step": done, "elapsed": time.perf_counter() - t0},
+                                  checkpoint_path)
+                last_save = time.perf_counter()
+    bar.close()
+    return [pd.DataFrame(r) for r in rows]

@@ -1,0 +1,134 @@
+"""The training loop: batched members equal single runs with torch.optim, and a killed run resumes exactly."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import nhtlib as nht
+from nhtlib.data import Dataset, Split
+from nhtlib.train import train
+
+TASK = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+MODEL = nht.models.config("mlp", hidden=(16,))
+
+
+def reference_run(seed: int, lr: float, wd: float, cfg: nht.TrainConfig) -> pd.DataFrame:
+    """The same member trained alone with plain PyTorch modules and torch.optim."""
+    data = TASK.build(seed)
+    torch.manual_seed(seed)
+    net = MODEL.single(8, 2)
+    opt = (torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd, betas=cfg.betas, eps=cfg.eps)
+           if cfg.optimizer == "adamw" else torch.optim.SGD(net.parameters(), lr=lr, weight_decay=wd,
+                                                             momentum=cfg.momentum))
+    x, y = data.splits["train"].x, data.splits["train"].y
+    g = torch.Generator().manual_seed(seed + nht.train.DATA_SEED_OFFSET)
+    rows = []
+    for step in range(cfg.steps + 1):
+        if step in cfg.log_steps():
+            with torch.no_grad():
+                norm = sum(float((p.double() ** 2).sum()) for p in net.parameters())
+                acc = float((net(data.splits["test"].x).argmax(1) == data.splits["test"].y).double().mean())
+            rows.append({"step": step, "norm_sq": norm, "test_acc": acc})
+        if step == cfg.steps:
+            break
+        idx = torch.randint(0, len(y), (cfg.batch_size,), generator=g) if cfg.batch_size else slice(None)
+        loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("cfg", [
+    nht.TrainConfig(optimizer="adamw", steps=60, n_logs=6),
+    nht.TrainConfig(optimizer="adamw", steps=60, n_logs=6, batch_size=16),
+    nht.TrainConfig(optimizer="sgd", steps=60, n_logs=6, momentum=0.9),
+])
+def test_batched_members_equal_single_runs(cfg):
+    seeds, lrs, wds = [0, 1, 2], [1e-2, 3e-3, 2e-2], [0.0, 0.5, 2.0]
+    configs = [nht.RunConfig(TASK, MODEL, cfg.replace(lr=lr, weight_decay=wd), seed=s)
+               for s, lr, wd in zip(seeds, lrs, wds)]
+    batched = nht.run(configs, progress=False)
+    for i, (s, lr, wd) in enumerate(zip(seeds, lrs, wds)):
+        ref = reference_run(s, lr, wd, cfg)
+        ours = batched[batched.run == i].reset_index(drop=True)
+        assert list(ours.step) == list(ref.step)
+        pd.testing.assert_series_equal(ours.norm_sq, ref.norm_sq, rtol=1e-5, check_names=False)
+        pd.testing.assert_series_equal(ours.test_acc, ref.test_acc, atol=1e-9, check_names=False)
+
+
+def test_weight_decay_on_all_parameters_or_only_matrices():
+    """With zero gradients only weight decay acts: AdamW scales by (1 - lr*wd) per member, SGD likewise."""
+    from nhtlib.optim import BatchedAdamW, BatchedSGD
+
+    for cls in (BatchedAdamW, BatchedSGD):
+        weight = torch.nn.Parameter(torch.ones(2, 3, 3))  # K=2 members of a 3x3 matrix
+        bias = torch.nn.Parameter(torch.ones(2, 3))
+        lr, wd = torch.tensor([0.1, 0.2]), torch.tensor([1.0, 0.5])
+        opt = cls([weight, bias], lr, wd, decay_mask=[True, False])
+        weight.grad, bias.grad = torch.zeros_like(weight), torch.zeros_like(bias)
+        opt.step()
+        assert torch.allclose(weight[0], torch.full((3, 3), 0.9)) and torch.allclose(weight[1], torch.full((3, 3), 0.9))
+        assert torch.equal(bias.detach(), torch.ones(2, 3))
+
+
+def test_run_table_has_expected_columns():
+    cfg = nht.TrainConfig(steps=10, n_logs=2)
+    table = nht.run(nht.grid(nht.RunConfig(TASK, MODEL, cfg), seeds=[0, 1], weight_decays=[0.1, 1.0]),
+                    progress=False)
+    for col in ("run", "seed", "lr", "weight_decay", "step", "train_loss", "train_acc", "test_loss", "test_acc",
+                "norm_sq", "norm_sq:layers.input", "norm_sq:layers.output", "lr_now", "wall_s"):
+        assert col in table.columns, col
+    assert sorted(table.weight_decay.unique()) == [0.1, 1.0]
+    assert len(table) == 4 * 3
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys, time, torch
+    import nhtlib as nht
+    torch.set_num_threads(1)
+    task = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+    cfg = nht.TrainConfig(steps=400, n_logs=40, batch_size=16, checkpoint_every=10)
+    configs = nht.grid(nht.RunConfig(task, nht.models.config("mlp", hidden=(16,)), cfg), seeds=[0, 1],
+                       weight_decays=[0.5])
+    slow = sys.argv[1] == "slow"
+    if slow:  # slow each step down so the parent can kill us mid-run
+        orig = nht.optim.BatchedAdamW.step
+        def step(self, *a, **k):
+            time.sleep(0.01)
+            return orig(self, *a, **k)
+        nht.optim.BatchedAdamW.step = step
+    table = nht.run(configs, progress=False)
+    table.to_parquet(sys.argv[2])
+""")
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT)
+    env = {**os.environ, "NHT_RESULTS": str(tmp_path / "killed")}
+    proc = subprocess.Popen([sys.executable, str(script), "slow", str(tmp_path / "never.parquet")], env=env)
+    checkpoints = tmp_path / "killed" / "cache" / "checkpoints"
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(checkpoints.glob("*.pt")):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list(checkpoints.glob("*.pt")), "no checkpoint was written before the kill"
+    assert not (tmp_path / "never.parquet").exists()
+    # resume (fast) in the same results folder, then an uninterrupted run elsewhere
+    subprocess.run([sys.executable, str(script), "fast", str(tmp_path / "resumed.parquet")], env=env, check=True)
+    env_clean = {**os.environ, "NHT_RESULTS": str(tmp_path / "clean")}
+    subprocess.run([sys.executable, str(script), "fast", str(tmp_path / "clean.parquet")], env=env_clean, check=True)
+    resumed = pd.read_parquet(tmp_path / "resumed.parquet").drop(columns=["wall_s"])
+    clean = pd.read_parquet(tmp_path / "clean.parquet").drop(columns=["wall_s"])
+    pd.testing.assert_frame_equal(resumed, clean)
+    assert not list(checkpoints.glob("*.pt")), "the checkpoint must be removed once the batch finishes"
