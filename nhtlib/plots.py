@@ -28,12 +28,26 @@ def set_theme() -> None:
 def lines_with_band(data: pd.DataFrame, x: str, y: str, hue: str | None = None, *, ax=None,
                     xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
                     logx: bool = False, logy: bool = False, palette=PALETTE, legend_title: str | None = None,
-                    style: str | None = None):
-    """Mean of `y` over seeds against `x`, one line per `hue`, band = +-1 sd across seeds."""
+                    legend: bool = True, style: str | None = None):
+    """Mean of `y` over seeds against `x`, one line per `hue` value, band = +-1 sd across seeds.
+
+    A numeric hue (lambda, alpha, ...) is shown as ordered categories with evenly spaced colours, so log-spaced
+    values stay distinguishable; the legend sits outside the axes on the right.
+    """
     ax = ax or plt.gca()
-    n_hue = data[hue].nunique() if hue else 1
-    sns.lineplot(data=data, x=x, y=y, hue=hue, style=style, errorbar=("sd", 1), ax=ax,
-                 palette=palette if hue and n_hue > 1 else None, legend="full" if hue else False)
+    order = None
+    if hue is not None:
+        data = data.copy()
+        values = sorted(data[hue].unique())
+        if pd.api.types.is_numeric_dtype(data[hue]):
+            labels = {v: f"{v:g}" for v in values}
+            data[hue] = data[hue].map(labels)
+            order = [labels[v] for v in values]
+        else:
+            order = values
+    colours = sns.color_palette(palette, len(order)) if order and len(order) > 1 else None
+    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=order, style=style, errorbar=("sd", 1), ax=ax,
+                 palette=colours, legend="full" if (hue and legend) else False)
     if logx:
         ax.set_xscale("symlog", linthresh=1) if (data[x] <= 0).any() else ax.set_xscale("log")
     if logy:
@@ -42,8 +56,8 @@ def lines_with_band(data: pd.DataFrame, x: str, y: str, hue: str | None = None, 
     ax.set_ylabel(ylabel or y)
     if title:
         ax.set_title(title)
-    if hue and ax.get_legend() is not None:
-        ax.get_legend().set_title(legend_title or hue)
+    if hue and legend and ax.get_legend() is not None:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=legend_title or hue)
     return ax
 
 

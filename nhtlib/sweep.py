@@ -94,29 +94,37 @@ def varying_columns(configs: Sequence[RunConfig]) -> pd.DataFrame:
 
 def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache | None = None,
         max_members: int = 256, progress: bool = True, extra_metrics: ExtraMetrics | None = None,
-        desc: str = "training") -> pd.DataFrame:
+        extra_metrics_key: str | None = None, desc: str = "training") -> pd.DataFrame:
     """Results of every config (cached or freshly trained) as one table: a `run` column (index into configs),
-    the varying config fields, and the logged metrics."""
+    the varying config fields, and the logged metrics.
+
+    extra_metrics: fn(model, data) -> {name: tensor (K,)} logged at every log step. Its identity is part of the cache
+    key: by default the function's module and qualified name; pass `extra_metrics_key` when the same function is used
+    with different settings (e.g. a closure over a probe set).
+    """
     if not configs:
         raise ValueError("run() needs at least one RunConfig")
     cache = cache or RunCache()
     device = resolve_device(device)
-    keys = [run_key(c.to_dict()) for c in configs]
+    metrics_id = None
+    if extra_metrics is not None:
+        metrics_id = extra_metrics_key or f"{extra_metrics.__module__}.{extra_metrics.__qualname__}"
+    keys = [run_key({**c.to_dict(), "extra_metrics": metrics_id} if metrics_id else c.to_dict()) for c in configs]
     tables: dict[str, pd.DataFrame] = {}
-    missing: dict[str, list[int]] = {}
+    missing: dict[str, list[int]] = {}  # batch signature -> indices of configs to train (one per distinct key)
+    queued: set[str] = set()
     for i, (config, key) in enumerate(zip(configs, keys)):
-        if key in tables:
+        if key in tables or key in queued:
             continue
         cached = cache.load(key)
         if cached is not None:
             tables[key] = cached
         else:
+            queued.add(key)
             missing.setdefault(config.batch_signature(), []).append(i)
     for indices in missing.values():
-        unique = list(dict.fromkeys(indices, None))
-        unique = [i for n, i in enumerate(unique) if keys[i] not in {keys[j] for j in unique[:n]}]
-        for start in range(0, len(unique), max_members):
-            chunk = unique[start:start + max_members]
+        for start in range(0, len(indices), max_members):
+            chunk = indices[start:start + max_members]
             _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
                          extra_metrics, desc)
             for i in chunk:

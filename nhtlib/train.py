@@ -173,7 +173,7 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
     if start_step == 0 and (not rows[0] or rows[0][-1]["step"] != 0):
         log(0, 0.0)
     model.train()
-    bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False)
+    bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False, mininterval=5.0)
     for step in range(start_step, cfg.steps):
         idx = sampler.next()
         x, y = select(train_split, idx, k_members)

@@ -73,3 +73,20 @@ def test_duplicate_configs_train_once(tmp_path):
     table = nht.run([CFG, CFG], cache=cache, progress=False)
     assert sorted(table.run.unique()) == [0, 1]
     assert len(list((tmp_path / "runs").glob("*.json"))) == 1
+
+
+def test_extra_metrics_are_part_of_the_key(tmp_path):
+    import torch
+
+    cache = RunCache(tmp_path)
+
+    def weight_count(model, data):
+        n = sum(p[0].numel() for p in model.parameters())
+        return {"n_params": torch.full((1,), float(n))}
+
+    plain = nht.run([CFG], cache=cache, progress=False)
+    with_metric = nht.run([CFG], cache=cache, progress=False, extra_metrics=weight_count)
+    assert "n_params" not in plain.columns and "n_params" in with_metric.columns
+    assert (with_metric.n_params == 6 * 8 + 8 + 8 * 2 + 2).all()
+    renamed = nht.run([CFG], cache=cache, progress=False, extra_metrics=weight_count, extra_metrics_key="v2")
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 3 and "n_params" in renamed.columns
