@@ -80,17 +80,19 @@ def transition_step(steps: Sequence[float], values: Sequence[float], threshold: 
 
 @dataclass(frozen=True)
 class RegimeRule(Config):
-    """Thresholds of the regime classifier.
+    """Thresholds of the regime classifier, one field each:
 
-    weak_max_decay_percent: a norm that decays less than this from its peak counts as 'still growing' (weak).
-    learned_min: the final value of the *learned* metric (e.g. train accuracy) below which nothing was learned
-        (strong regime), whatever the norm does.
-    improve_min: how much the structured metric must rise from its value at the norm peak to its final value for
-        an intermediate (transitioning) run.
-    structured_min: after the norm peak the structured metric must also reach this value for an intermediate run
-        (e.g. the transition threshold, so that a run counts as transitioned only if it did); 0 disables it.
-    strong_max_decay_percent: a decay at least this large that does *not* come with an improving structured
-        metric is classified strong (learning suppressed), otherwise weak.
+    * ``weak_max_decay_percent``: a norm that decays less than this from its peak counts as 'still growing'
+      (weak).
+    * ``learned_min``: the final value of the *learned* metric (e.g. train accuracy) below which nothing was
+      learned (strong regime), whatever the norm does.
+    * ``improve_min``: how much the structured metric must rise from its value at the norm peak to its final
+      value for an intermediate (transitioning) run.
+    * ``structured_min``: after the norm peak the structured metric must also reach this value for an
+      intermediate run (e.g. the transition threshold, so that a run counts as transitioned only if it did);
+      0 disables it.
+    * ``strong_max_decay_percent``: a decay at least this large that does *not* come with an improving
+      structured metric is classified strong (learning suppressed), otherwise weak.
     """
 
     weak_max_decay_percent: float = 2.0

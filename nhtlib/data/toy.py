@@ -4,6 +4,7 @@ Inputs x in {-1, +1}^n_bits, label y = 1 if x_1 * x_2 * ... * x_k = +1 else 0 (k
 XOR). The training set is small (n_train points), the test set fresh points from the same distribution.
 
 Two interpolants of the training set exist (chapter 1 explains why):
+
 * a *structured* one: a handful of hidden units compute the parity of the k relevant bits — small ||theta||^2,
   perfect test accuracy;
 * a *memorising* (shortcut) one: a kernel-like fit of the n_train points using all n_bits directions, as a network

@@ -1,0 +1,348 @@
+"""End-to-end checks of the book: every chapter at smoke scale, the chapter runner's errors, the Jupyter Book
+build (warnings are errors) and the built pages in a real headless browser (offline MathJax, images, tables).
+
+Everything runs at scale 'smoke' and writes into temporary folders (NHT_RESULTS), never into results/.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import nhtlib
+from nhtlib import chapters
+
+pytestmark = pytest.mark.slow
+
+ROOT = nhtlib.paths.repo_root()
+CHAPTERS = chapters.list_chapters() if ROOT is not None else []
+BOOK_TIMEOUT_S = 1500
+
+
+@pytest.fixture(scope="module", autouse=True)
+def smoke_env(tmp_path_factory):
+    """One temporary results folder for the whole module (so the book build reuses the chapters' run cache)."""
+    results = tmp_path_factory.mktemp("results")
+    saved = {k: os.environ.get(k) for k in ("NHT_RESULTS", "NHT_SCALE")}
+    os.environ["NHT_RESULTS"] = str(results)
+    os.environ["NHT_SCALE"] = "smoke"
+    yield results
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def isolated_results(smoke_env):
+    """Overrides conftest's per-test results folder: this module shares the folder set by `smoke_env`."""
+    yield smoke_env
+
+
+def test_repository_layout():
+    assert ROOT is not None, "nhtlib must be installed editable from the book's checkout (pip install -e .)"
+    assert CHAPTERS, f"no chapter notebooks found in {ROOT / 'notebooks'}"
+    toc = (ROOT / "_toc.yml").read_text()
+    for name in CHAPTERS:
+        assert f"notebooks/{name}" in toc, f"notebooks/{name}.ipynb is not listed in _toc.yml"
+
+
+# (a) every chapter runs at smoke scale -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_runs_at_smoke_scale(name, smoke_env):
+    t0 = time.perf_counter()
+    out = chapters.run_chapter(name, {"scale": "smoke"})
+    elapsed = time.perf_counter() - t0
+    assert out == smoke_env / "smoke" / name / "executed.ipynb"
+    assert out.exists()
+    assert (smoke_env / "smoke" / name / "claims.csv").exists(), f"chapter {name} did not save its claims"
+    print(f"{name} at smoke scale: {elapsed:.1f} s")
+
+
+# (b) unknown parameter names, (c) invalid values -------------------------------------------------------------
+
+def test_unknown_parameter_is_named():
+    name = CHAPTERS[0]
+    with pytest.raises(chapters.ChapterUsageError) as info:
+        chapters.run_chapter(name, {"scale": "smoke", "no_such_parameter": 3})
+    message = str(info.value)
+    assert "no_such_parameter" in message
+    assert "allowed:" in message
+    for allowed in ("scale", "device", "seed", "data_root"):
+        assert allowed in message
+
+
+def test_cli_unknown_parameter_exits_nonzero():
+    name = CHAPTERS[0]
+    proc = subprocess.run([sys.executable, "-m", "nhtlib.chapters", "run", name, "-p", "scael", "smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown parameter 'scael'" in proc.stderr
+    assert "allowed: scale" in proc.stderr
+
+
+def test_cli_list():
+    proc = subprocess.run([sys.executable, "-m", "nhtlib.chapters", "list"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in CHAPTERS:
+        assert name in proc.stdout
+
+
+def test_parse_value_like_papermill():
+    assert chapters.parse_value("1") == 1 and isinstance(chapters.parse_value("1"), int)
+    assert chapters.parse_value("0.5") == 0.5
+    assert chapters.parse_value("True") is True and chapters.parse_value("False") is False
+    assert chapters.parse_value("None") is None
+    assert chapters.parse_value("cpu") == "cpu"
+
+
+def test_invalid_scale_fails_with_config_error(smoke_env):
+    name = CHAPTERS[0]
+    with pytest.raises(chapters.ChapterError) as info:
+        chapters.run_chapter(name, {"scale": "huge"})
+    message = str(info.value)
+    assert "ConfigError" in message
+    assert "scale='huge' is not allowed; choose one of 'smoke', 'cpu', 'paper'" in message
+    assert not (smoke_env / "huge").exists()
+
+
+# (d) the whole book builds at smoke scale, warnings are errors -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory, smoke_env):
+    assert (ROOT / "node_modules" / "mathjax" / "es5" / "tex-svg.js").exists(), \
+        "MathJax is missing: run `npm ci` (or `make venv`) in the repository"
+    out = tmp_path_factory.mktemp("book")
+    # A results folder without any claims.csv (so the scoreboard only shows what the build itself executed,
+    # which checks the read order), but with the run cache of the chapter tests (so nothing is trained twice).
+    results = tmp_path_factory.mktemp("book-results")
+    if (smoke_env / "cache").is_dir():
+        shutil.copytree(smoke_env / "cache", results / "cache")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb), "build", str(ROOT), "--path-output", str(out), "-n", "-W", "--keep-going"]
+    env = dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(results))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BOOK_TIMEOUT_S, env=env)
+    elapsed = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    (out / "build.log").write_text(log)
+    print(f"jupyter-book build at smoke scale: {elapsed:.1f} s")
+    return proc.returncode, log, out / "_build" / "html"
+
+
+def _html(built_book) -> Path:
+    returncode, _, html_dir = built_book
+    if returncode != 0:
+        pytest.fail("the book did not build (see test_book_builds_without_warnings)")
+    return html_dir
+
+
+def test_book_builds_without_warnings(built_book):
+    returncode, log, html_dir = built_book
+    problems = [line for line in log.splitlines() if re.search(r"WARNING|ERROR|CRITICAL", line)
+                and "IPKernelApp" not in line]
+    assert returncode == 0, "jupyter-book build failed:\n" + "\n".join(problems[:50]) + "\n...\n" + log[-4000:]
+    for page in ["book/intro.html", "book/scoreboard.html", "book/api.html"] + \
+            [f"notebooks/{name}.html" for name in CHAPTERS]:
+        assert (html_dir / page).exists(), page
+
+
+def test_book_is_offline(built_book):
+    """No page loads a script or stylesheet from the network; MathJax comes from _static/es5/."""
+    html_dir = _html(built_book)
+    for page in html_dir.rglob("*.html"):
+        text = page.read_text(errors="replace")
+        remote = re.findall(r'<(?:script|link|img)\b[^>]*(?:src|href)="((?:https?:)?//[^"]*)"', text)
+        remote = [u for u in remote if not u.startswith(("https://arxiv.org", "https://papermill"))]
+        assert not remote, f"{page.relative_to(html_dir)} loads {remote}"
+        assert "cdn.jsdelivr.net" not in text and "mathjax@3" not in text, page
+    intro = (html_dir / "book" / "intro.html").read_text()
+    assert 'src="../_static/es5/tex-svg.js' in intro
+    assert (html_dir / "_static" / "es5" / "tex-svg.js").exists()
+
+
+def test_scoreboard_ran_after_the_chapters(built_book):
+    html_dir = _html(built_book)
+    board = (html_dir / "book" / "scoreboard.html").read_text()
+    rows = [re.sub(r"<[^>]+>", " ", row) for row in re.findall(r"<tr\b.*?</tr>", board, re.S)]
+    for name in CHAPTERS:
+        own = [row for row in rows if name in row]
+        assert own, f"chapter {name} is missing from the scoreboard"
+        assert not any("chapter not executed" in row for row in own), \
+            f"the scoreboard was executed before chapter {name} (Sphinx read order, see book/_ext/nht_read_order.py)"
+
+
+# (e) the built pages in a real browser -----------------------------------------------------------------------
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed but CI is set: the browser checks must run (apt-get install chromium)")
+    pytest.skip("chromium is not installed (set CI=1 to make this a failure)")
+
+
+def _browse(page: Path, profile: Path, *extra: str) -> str:
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+           # no network at all: everything the page needs must come from the build folder
+           "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=10000", *extra, page.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, f"chromium failed on {page}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+_PROBE = """
+<script>
+window.addEventListener("load", function () {
+  var ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();
+  ready.then(function () {
+    var skip = "script,style,pre,code,textarea,mjx-container,.highlight";
+    var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    var text = [], node;
+    while ((node = walker.nextNode())) {
+      if (!node.parentElement.closest(skip)) { text.push(node.nodeValue); }
+    }
+    var report = {
+      title: (document.querySelector("h1") || {}).textContent || "",
+      tables: document.querySelectorAll("table").length,
+      mjx: document.querySelectorAll("mjx-container").length,
+      mathjax_loaded: !!(window.MathJax && MathJax.version),
+      images: Array.from(document.images).map(function (im) {
+        return {src: im.getAttribute("src"), loaded: im.complete && im.naturalWidth > 0};
+      }),
+      text: text.join(" ")
+    };
+    var pre = document.createElement("pre");
+    pre.id = "nht-probe";
+    pre.textContent = JSON.stringify(report);
+    document.body.appendChild(pre);
+  });
+});
+</script>
+"""
+
+
+def _probe(page: Path, profile: Path) -> dict:
+    """Open a copy of `page` (same folder, so relative links hold) that reports what the browser rendered."""
+    probe_page = page.with_name(page.stem + ".nht-probe.html")
+    probe_page.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
+    dom = _browse(probe_page, profile, "--dump-dom")
+    match = re.search(r'<pre id="nht-probe"[^>]*>(.*?)</pre>', dom, re.S)
+    assert match, f"the probe did not report for {page.name} (JavaScript or MathJax failed?):\n{dom[-2000:]}"
+    return json.loads(html.unescape(match.group(1)))
+
+
+class _VisibleText(HTMLParser):
+    SKIP = {"script", "style", "pre", "code", "textarea", "mjx-container"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.parts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.parts.append(data)
+
+
+def _visible_text(dom: str) -> str:
+    parser = _VisibleText()
+    parser.feed(dom)
+    return " ".join(parser.parts)
+
+
+RAW_MATH = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
+
+
+@pytest.fixture(scope="module")
+def browser_profile(tmp_path_factory, built_book):
+    returncode, _, _ = built_book
+    if returncode != 0:
+        pytest.skip("the book did not build (see test_book_builds_without_warnings)")
+    _chromium()
+    return tmp_path_factory.mktemp("chromium-profile")
+
+
+def test_browser_intro_math_is_typeset(built_book, browser_profile):
+    _, _, html_dir = built_book
+    page = html_dir / "book" / "intro.html"
+    dom = _browse(page, browser_profile, "--dump-dom")
+    assert "nht-book" in dom and "<h1" in dom
+    assert dom.count("<mjx-container") >= 3, "MathJax did not typeset the intro's math"
+    raw = RAW_MATH.findall(_visible_text(dom))
+    assert not raw, f"untypeset math delimiters left in the intro: {raw[:5]}"
+    report = _probe(page, browser_profile)
+    print("intro:", {k: v for k, v in report.items() if k != "text"})
+    assert report["mathjax_loaded"] and report["mjx"] >= 3
+    assert not RAW_MATH.findall(report["text"])
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
+    _, _, html_dir = built_book
+    page = html_dir / "notebooks" / f"{name}.html"
+    static_html = page.read_text()
+    dom = _browse(page, browser_profile, "--dump-dom")
+    text = _visible_text(dom)
+    assert len(text.split()) > 50, f"{name}: the rendered page is (nearly) blank"
+    report = _probe(page, browser_profile)
+    print(name, {k: v for k, v in report.items() if k != "text"})
+    assert report["title"].strip(" #¶\n"), f"{name}: no chapter title (h1)"
+    # every image exists on disk and was decoded by the browser
+    assert report["images"], f"{name}: the chapter shows no figure"
+    for image in report["images"]:
+        src = image["src"]
+        if not src.startswith("data:"):
+            assert (page.parent / src.split("#")[0].split("?")[0]).resolve().exists(), f"{name}: missing {src}"
+        assert image["loaded"], f"{name}: image {src[:80]} did not load"
+    # math, if the chapter has any, is typeset
+    if 'class="math' in static_html:
+        assert report["mjx"] > 0 and "<mjx-container" in dom, f"{name}: math was not typeset"
+    raw = RAW_MATH.findall(text)
+    assert not raw, f"{name}: untypeset math delimiters left: {raw[:5]}"
+    # a screenshot that is not a blank page
+    shot = tmp_path / "page.png"
+    _browse(page, browser_profile, f"--screenshot={shot}", "--window-size=1280,1600", "--hide-scrollbars")
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        extrema = im.convert("L").getextrema()
+    assert extrema[1] - extrema[0] > 50, f"{name}: the screenshot is uniform {extrema}"
+
+
+def test_browser_scoreboard_page(built_book, browser_profile):
+    _, _, html_dir = built_book
+    page = html_dir / "book" / "scoreboard.html"
+    dom = _browse(page, browser_profile, "--dump-dom")
+    assert "<table" in dom, "the scoreboard shows no table"
+    report = _probe(page, browser_profile)
+    print("scoreboard:", {k: v for k, v in report.items() if k != "text"})
+    assert "Scoreboard" in report["title"]
+    assert report["tables"] >= 2, "expected the verdict counts and the claims table"
+    for name in CHAPTERS:
+        assert name in report["text"], f"{name} missing from the rendered scoreboard"
