@@ -6,7 +6,8 @@ in `optim` apply PyTorch's update rules per member. At every step of the log gri
 (loss and accuracy), the total and per-layer squared norms, and any extra metrics; it returns one tidy table per
 member (one row per logged step).
 
-A checkpoint (parameters, optimiser state, data-order RNG, rows so far) is written atomically at log steps when
+A checkpoint (parameters, buffers such as BatchNorm statistics, optimiser state, data-order RNG, rows so far) is
+written atomically at log steps when
 `checkpoint_path` is given, so a killed run resumes where it stopped and produces the same table as an unkilled one.
 """
 from __future__ import annotations
@@ -147,6 +148,8 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         with torch.no_grad():
             for p, saved in zip(model.parameters(), state["params"]):
                 p.copy_(saved)
+            for b, saved in zip(model.buffers(), state["buffers"]):  # e.g. BatchNorm running statistics
+                b.copy_(saved)
         optimizer.load_state_dict(state["optimizer"])
         sampler.load_state_dict(state["sampler"])
         rows, start_step, elapsed_before = state["rows"], state["step"], state["elapsed"]
@@ -190,6 +193,7 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
             if checkpoint_path is not None and done < cfg.steps and (
                     due or time.perf_counter() - last_save >= checkpoint_seconds):
                 atomic_torch_save({"params": [p.detach().cpu() for p in model.parameters()],
+                                   "buffers": [b.detach().cpu() for b in model.buffers()],
                                    "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict(),
                                    "rows": rows, "step": done, "elapsed": time.perf_counter() - t0},
                                   checkpoint_path)

@@ -64,7 +64,7 @@ def test_device_resolution():
 
 
 def test_model_registry_errors():
-    with pytest.raises(ConfigError, match="model='resnet9000' is unknown; choose one of mlp"):
+    with pytest.raises(ConfigError, match="model=.resnet9000. is unknown; choose one of feature_mlp, mlp, "):
         nht.models.config("resnet9000")
     with pytest.raises(ConfigError, match="activation='swish' is not allowed"):
         nht.models.config("mlp", activation="swish")

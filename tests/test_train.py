@@ -14,6 +14,7 @@ from torch import nn
 import nhtlib as nht
 from nhtlib.data import Dataset, Split
 from nhtlib.train import train
+from reference import train_alone
 
 TASK = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
 MODEL = nht.models.config("mlp", hidden=(16,))
@@ -21,29 +22,8 @@ MODEL = nht.models.config("mlp", hidden=(16,))
 
 def reference_run(seed: int, lr: float, wd: float, cfg: nht.TrainConfig) -> pd.DataFrame:
     """The same member trained alone with plain PyTorch modules and torch.optim."""
-    data = TASK.build(seed)
     torch.manual_seed(seed)
-    net = MODEL.single(8, 2)
-    opt = (torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd, betas=cfg.betas, eps=cfg.eps)
-           if cfg.optimizer == "adamw" else torch.optim.SGD(net.parameters(), lr=lr, weight_decay=wd,
-                                                             momentum=cfg.momentum))
-    x, y = data.splits["train"].x, data.splits["train"].y
-    g = torch.Generator().manual_seed(seed + nht.train.DATA_SEED_OFFSET)
-    rows = []
-    for step in range(cfg.steps + 1):
-        if step in cfg.log_steps():
-            with torch.no_grad():
-                norm = sum(float((p.double() ** 2).sum()) for p in net.parameters())
-                acc = float((net(data.splits["test"].x).argmax(1) == data.splits["test"].y).double().mean())
-            rows.append({"step": step, "norm_sq": norm, "test_acc": acc})
-        if step == cfg.steps:
-            break
-        idx = torch.randint(0, len(y), (cfg.batch_size,), generator=g) if cfg.batch_size else slice(None)
-        loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return pd.DataFrame(rows)
+    return train_alone(MODEL.single(8, 2), TASK.build(seed), cfg, seed, lr, wd)
 
 
 @pytest.mark.parametrize("cfg", [

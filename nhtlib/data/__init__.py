@@ -72,4 +72,4 @@ class TaskConfig(Config):
     def build(self, seed: int) -> Dataset:  # pragma: no cover - interface
         raise NotImplementedError
 
-from . import toy  # noqa: E402,F401
+from . import borders, cifar, mnist, modular, toy  # noqa: E402,F401  (tasks, one module each)

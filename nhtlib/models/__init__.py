@@ -9,8 +9,24 @@ from __future__ import annotations
 from ..config import ConfigError
 from .base import ModelConfig
 from .mlp import MLPConfig
+from .modular_mlp import ModularMLPConfig
+from .resnet import ResNetConfig
+from .simple_cnn import SimpleCNNConfig, StackedSimpleCNNConfig
+from .stacked import FeatureMLPConfig, StackedModularConfig
+from .transformer import ModularTransformerConfig
+from .vgg import VGGConfig
 
-MODELS: dict[str, type[ModelConfig]] = {"mlp": MLPConfig}
+MODELS: dict[str, type[ModelConfig]] = {
+    "mlp": MLPConfig,                          # chapter 1 (toy), chapter 5
+    "modular_mlp": ModularMLPConfig,           # chapter 2 (grokking), hand-batched
+    "modular_mlp_stacked": StackedModularConfig,  # the same MLP through the generic stacked wrapper (feature probes)
+    "transformer": ModularTransformerConfig,   # chapter 2, NSDL's 1-layer transformer
+    "feature_mlp": FeatureMLPConfig,           # chapter 5 (MNIST)
+    "simple_cnn": SimpleCNNConfig,             # chapter 3, NHT's SimpleCNN (grouped convolutions)
+    "simple_cnn_stacked": StackedSimpleCNNConfig,
+    "vgg16": VGGConfig,                        # chapter 5
+    "resnet18": ResNetConfig,                  # chapters 3 and 5 (BatchNorm / GroupNorm / none)
+}
 
 
 def config(name: str, **kwargs) -> ModelConfig:

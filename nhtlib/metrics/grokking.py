@@ -1,0 +1,163 @@
+"""Grokking metrics (NSDL's definitions, shared/papers/nht.md §1.4) computed from a training table of `nht.run`.
+
+Per run:
+
+* T_mem  — first logged step with train accuracy >= mem_threshold (0.99);
+* T_grok — first logged step with test accuracy >= grok_threshold (0.99, a parameter);
+* delay = T_grok − T_mem; V_mem = ‖θ‖² at T_mem; V_post = ‖θ‖² at the end of the run, or, with `post_window`, at
+  the first logged step >= T_grok + post_window (NSDL stops its runs 2,000 steps after T_grok and takes V there);
+* the post-memorisation contraction fit V_t = A·r^t + C on the logged steps from T_mem to that end
+  (`nht.delay_law.fit_contraction`, NSDL's fit_exp_decay): rate r, γ = 1 − r, R²;
+* with lr and weight decay known: c_fit = γ/(ηλ), the predicted escape log(V_mem/V_post)/γ (from the fit) and
+  log(V_mem/V_post)/(2ηλ) (pure decoupled decay of ‖θ‖², the book's default rate), and NSDL's
+  T̃ = delay·λ/log(V_mem/V_post).
+
+Per λ (`classify_lambdas`, NSDL's three regimes): II = every seed groks; I = not every seed groks at a λ below the
+regime-II range (memorises, no grokking within the budget); III = not every seed groks at a λ above it
+(over-regularised: memorisation is delayed or suppressed). Without any regime-II λ, a λ whose seeds mostly never
+memorise is III, otherwise I.
+
+Per-layer norms: the models name their parameter groups so that the table has `norm_sq:embedding` and
+`norm_sq:head`; `add_hidden_norm` adds `norm_sq:hidden` = everything else (the MLP's hidden layer, or the
+Transformer's attention + FFN + LayerNorms).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..delay_law import contraction_rate, fit_contraction
+from ..regimes import summarise_runs, transition_step
+
+GROUPS = ("embedding", "hidden", "head")
+GROK_REGIMES = ("I", "II", "III")
+
+
+def add_hidden_norm(table: pd.DataFrame, norm: str = "norm_sq") -> pd.DataFrame:
+    """A copy of `table` with `norm_sq:hidden` (sum of every per-layer column except embedding and head)."""
+    out = table.copy()
+    if f"{norm}:hidden" in out:
+        return out
+    cols = [c for c in out.columns if c.startswith(f"{norm}:") and c not in (f"{norm}:embedding", f"{norm}:head")]
+    out[f"{norm}:hidden"] = out[cols].sum(axis=1) if cols else np.nan
+    return out
+
+
+def _contraction(steps: np.ndarray, values: np.ndarray, start: float, end: float) -> tuple[float, float, float]:
+    """(rate r, gamma, R²) of V_t = A r^t + C on start <= t <= end; NaNs when too few points or the fit fails."""
+    keep = (steps >= start) & (steps <= end)
+    if not np.isfinite(start) or keep.sum() < 4:
+        return np.nan, np.nan, np.nan
+    try:
+        fit = fit_contraction(steps[keep], values[keep])
+    except (RuntimeError, ValueError):
+        return np.nan, np.nan, np.nan
+    return fit.rate, fit.gamma, fit.r2
+
+
+def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_threshold: float = 0.99,
+                     grok_threshold: float = 0.99, post_window: float | None = None, train: str = "train_acc",
+                     test: str = "test_acc", norm: str = "norm_sq", lr: str = "lr", weight_decay: str = "weight_decay",
+                     layers: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per run (grouped by `by`) with T_mem, T_grok, delay, V_mem, V_post, log_ratio, grokked,
+    memorised, the contraction fit (r_fit, gamma_fit, fit_r2) and, when the table has lr and weight-decay columns,
+    eta_lam, c_fit, T_pred_fit, T_pred_decay, T_tilde. `layers`: per-layer peak / decay / contraction columns as in
+    `nht.regimes.summarise_runs` (e.g. GROUPS after `add_hidden_norm`)."""
+    by = list(by)
+    base = summarise_runs(table, by, norm=norm, learned=train, structured=test, structured_threshold=grok_threshold,
+                          learned_threshold=mem_threshold, layers=layers)
+    base = base.rename(columns={"T_fit": "T_mem", "T_struct": "T_grok", "V_fit": "V_mem", "regime": "norm_regime"})
+    extra = []
+    for key, g in table.sort_values("step").groupby(by, sort=True):
+        s, v = g["step"].to_numpy(float), g[norm].to_numpy(float)
+        t_mem = transition_step(s, g[train], mem_threshold)
+        t_grok = transition_step(s, g[test], grok_threshold)
+        end = s[-1]
+        if post_window is not None and np.isfinite(t_grok):
+            after = s[s >= t_grok + post_window]
+            end = after[0] if len(after) else s[-1]
+        v_post = float(v[s == end][0])
+        r, gamma, r2 = _contraction(s, v, t_mem, end)
+        row = {"V_post": v_post, "T_end": end, "r_fit": r, "gamma_fit": gamma, "fit_r2": r2}
+        for col in (lr, weight_decay):
+            if col in g and col not in by:
+                row[col] = float(g[col].iloc[0])
+        if lr in g and weight_decay in g:
+            row["eta_lam"] = float(g[lr].iloc[0]) * float(g[weight_decay].iloc[0])
+        extra.append(row)
+    out = pd.concat([base.reset_index(drop=True), pd.DataFrame(extra)], axis=1)
+    out["grokked"] = out.T_grok.notna()
+    out["memorised"] = out.T_mem.notna()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["log_ratio"] = np.log(out.V_mem / out.V_post)
+        out["T_pred_fit"] = out.log_ratio / out.gamma_fit
+        if "eta_lam" in out:
+            out["c_fit"] = out.gamma_fit / out.eta_lam
+            out["T_pred_decay"] = out.log_ratio / contraction_rate(out.eta_lam, 1.0)
+            out["T_tilde"] = out.delay * out[weight_decay] / out.log_ratio
+    return out
+
+
+def separation_score(table: pd.DataFrame, by: Sequence[str] = ("run",), *, start: pd.Series | None = None,
+                     test: str = "test_acc", norm: str = "norm_sq") -> pd.Series:
+    """NHT's clean-norm-separation score, the book's trajectory estimator S_traj (nht.md §1.5): per run, the
+    Spearman correlation between ‖θ‖² and the shortcut reliance φ = 1 − test accuracy over the logged steps from
+    `start` (a Series indexed like the groups, e.g. T_mem; default: the norm's peak step) to the end. S ≈ 1: the
+    reliance on the memorising solution falls exactly as the norm falls. NaN with fewer than 4 points."""
+    from scipy.stats import spearmanr
+
+    out = {}
+    for key, g in table.sort_values("step").groupby(list(by), sort=True):
+        key = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        s, v = g["step"].to_numpy(float), g[norm].to_numpy(float)
+        t0 = start.get(key, np.nan) if start is not None else s[1:][np.argmax(v[1:])] if len(s) > 1 else s[0]
+        keep = s >= t0 if np.isfinite(t0) else np.zeros_like(s, bool)
+        phi = 1.0 - g[test].to_numpy(float)[keep]
+        ok = keep.sum() >= 4 and np.ptp(v[keep]) > 0 and np.ptp(phi) > 0
+        out[key] = float(spearmanr(v[keep], phi).statistic) if ok else np.nan
+    return pd.Series(out, name="S_traj")
+
+
+def classify_lambdas(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> pd.Series:
+    """NSDL's regime (I, II or III) of every λ in a grokking summary (see the module docstring)."""
+    by_lam = summary.groupby(weight_decay)
+    all_grok = by_lam.grokked.all()
+    most_memorise = by_lam.memorised.mean() >= 0.5
+    ii = all_grok[all_grok].index
+    regimes = {}
+    for lam in all_grok.index:
+        if all_grok[lam]:
+            regimes[lam] = "II"
+        elif len(ii):
+            regimes[lam] = "I" if lam < ii.min() else ("III" if lam > ii.max() else "I/III (mixed)")
+        else:
+            regimes[lam] = "I" if most_memorise[lam] else "III"
+    return pd.Series(regimes, name="regime").rename_axis(weight_decay)
+
+
+def _mean_sd(values: pd.Series) -> str:
+    values = values.dropna()
+    if not len(values):
+        return "—"
+    return f"{values.mean():,.0f} ± {values.std(ddof=0):,.0f}"  # population sd, as NSDL (np.std)
+
+
+def regime_table(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> pd.DataFrame:
+    """The shape of NSDL's Table 3, one row per λ: regime, grokked k/n, T_grok (mean ± sd over grokked seeds),
+    V_mem and V_post (means over grokked seeds, all seeds where none grokked), mean log(V_mem/V_post), T̃, and
+    memorised k/n with the mean T_mem."""
+    regimes = classify_lambdas(summary, weight_decay)
+    rows = []
+    for lam, g in summary.groupby(weight_decay):
+        use = g[g.grokked] if g.grokked.any() else g
+        rows.append({
+            "λ": lam, "regime": regimes[lam], "grokked": f"{int(g.grokked.sum())}/{len(g)}",
+            "T_grok": _mean_sd(g.T_grok), "V_mem": round(float(use.V_mem.mean()), 1) if use.V_mem.notna().any() else np.nan,
+            "V_post": round(float(use.V_post.mean()), 1),
+            "log(V_mem/V_post)": round(float(use.log_ratio.mean()), 2) if use.grokked.any() else np.nan,
+            "T̃": _mean_sd(use.T_tilde) if "T_tilde" in use and use.grokked.any() else "—",
+            "memorised": f"{int(g.memorised.sum())}/{len(g)}", "T_mem (mean)": g.T_mem.mean(),
+        })
+    return pd.DataFrame(rows).set_index("λ")

@@ -1,0 +1,41 @@
+"""Norm-only regime rule, transition times and S_traj of nhtlib.metrics.vision on hand-made trajectories."""
+import math
+
+import numpy as np
+import pandas as pd
+
+from nhtlib.metrics import vision
+
+EPOCHS = np.arange(0, 11)
+
+
+def test_norm_regimes():
+    growing = 100 + 10 * EPOCHS
+    peaked = np.array([100, 120, 140, 160, 170, 165, 160, 155, 150, 150, 150])  # peak 170 at 4, -11.8%
+    early = np.array([100, 300, 250, 200, 180, 170, 160, 150, 140, 130, 120])  # peak at epoch 1 of 10 (>= 10%)
+    suppressed = np.array([100, 90, 80, 70, 60, 50, 45, 40, 35, 30, 25])  # peak at epoch 1, then -72%
+    assert vision.classify_norm_regime(EPOCHS, growing) == "weak"
+    assert vision.classify_norm_regime(EPOCHS, peaked) == "intermediate"
+    assert vision.classify_norm_regime(EPOCHS, early) == "strong"  # decay 60% >= 35%
+    assert vision.classify_norm_regime(EPOCHS, suppressed) == "strong"
+    rule = vision.VisionRegimeRule(early_peak_fraction=0.2)
+    assert vision.classify_norm_regime(EPOCHS, 0.5 * early + 0.5 * early.max(), rule) == "strong"  # peak in first 20%
+
+
+def test_summarise_transition_times():
+    head = np.array([1, 2, 4, 8, 10, 9.5, 9.2, 8.8, 8.5, 8.4, 8.3])  # peak at 4, <= 9 first at 7
+    table = pd.DataFrame({"epoch": EPOCHS, "run": 0, "norm_sq": 100 + EPOCHS, "norm_sq:head": head,
+                          "norm_sq:conv1": 1 + EPOCHS, "clean_acc": np.linspace(0.1, 0.6, 11),
+                          "shortcut_acc": np.linspace(1, 0.5, 11)})
+    row = vision.summarise(table, ["run"], layers=["conv1"], clean_threshold=0.35).iloc[0]
+    assert row.T_head_peak == 4 and row.T_head_contraction == 7 and row.T_clean_acc == 5
+    assert row.regime == "weak" and row["peak:conv1"] == 10 and math.isclose(row["decay_pct:head"], 17.0)
+    growing = table.assign(**{"norm_sq:head": 1.0 + EPOCHS})
+    assert math.isnan(vision.summarise(growing, ["run"]).iloc[0].T_head_peak)  # censored: the head never contracts
+
+
+def test_separation_score():
+    v = np.array([1, 5, 4, 3, 2, 1.0])
+    assert math.isclose(vision.separation_score(np.arange(6), v, v / 5), 1.0)
+    assert math.isclose(vision.separation_score(np.arange(6), v, -v), -1.0)
+    assert math.isnan(vision.separation_score(np.arange(6), v, np.ones(6)))
