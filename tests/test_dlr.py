@@ -221,3 +221,12 @@ def test_ntk_distance_zero_for_same_model_and_positive_after_change():
     with torch.no_grad():
         net[0].weight.mul_(3)
     assert baselines.ntk_distance(k0, baselines.module_ntk(net, x)) > 1e-3
+
+
+def test_participation_ratio_and_first_k_known_answers():
+    from nhtlib.metrics.eigen import first_k_reaching, participation_ratio
+
+    assert participation_ratio([1.0, 0, 0]) == pytest.approx(1.0)
+    assert participation_ratio([2.0, 2.0, 2.0, 2.0]) == pytest.approx(4.0)
+    assert first_k_reaching([3, 1, 2], [0.95, 0.5, 0.8], 0.9) == 3
+    assert first_k_reaching([1, 2], [0.1, 0.2], 0.9) != first_k_reaching([1, 2], [0.1, 0.2], 0.9)  # NaN

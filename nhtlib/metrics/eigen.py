@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .dlr import RANK_RTOL, _as64, eigh_desc, output_basis
@@ -73,3 +74,18 @@ def spectrum_columns(spec: Spectrum, k_max: int) -> dict[str, float]:
         for k in range(k_max):
             out[f"{name}:{k + 1}"] = float(values[k]) if values is not None and k < len(values) else float("nan")
     return out
+
+
+def participation_ratio(eigenvalues) -> float:
+    """Effective number of eigen-directions, (sum rho)^2 / sum rho^2: 1 for one direction, k for k equal ones."""
+    rho = np.asarray(eigenvalues, dtype=float)
+    rho = rho[np.isfinite(rho)]
+    return float(rho.sum() ** 2 / (rho ** 2).sum()) if rho.size and (rho ** 2).sum() > 0 else float("nan")
+
+
+def first_k_reaching(ks, cumulative_share, level: float) -> float:
+    """Smallest k whose cumulative share (Pi* or Pi-hat, in [0, 1]) reaches `level`; NaN when none does."""
+    ks, share = np.asarray(ks, dtype=float), np.asarray(cumulative_share, dtype=float)
+    order = np.argsort(ks)
+    hit = np.flatnonzero(share[order] >= level)
+    return float(ks[order][hit[0]]) if hit.size else float("nan")
