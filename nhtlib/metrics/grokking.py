@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..delay_law import contraction_rate, fit_contraction
+from .. import regimes
 from ..regimes import summarise_runs, transition_step
 
 GROUPS = ("embedding", "hidden", "head")
@@ -106,17 +107,12 @@ def separation_score(table: pd.DataFrame, by: Sequence[str] = ("run",), *, start
     Spearman correlation between ‖θ‖² and the shortcut reliance φ = 1 − test accuracy over the logged steps from
     `start` (a Series indexed like the groups, e.g. T_mem; default: the norm's peak step) to the end. S ≈ 1: the
     reliance on the memorising solution falls exactly as the norm falls. NaN with fewer than 4 points."""
-    from scipy.stats import spearmanr
-
     out = {}
     for key, g in table.sort_values("step").groupby(list(by), sort=True):
         key = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-        s, v = g["step"].to_numpy(float), g[norm].to_numpy(float)
-        t0 = start.get(key, np.nan) if start is not None else s[1:][np.argmax(v[1:])] if len(s) > 1 else s[0]
-        keep = s >= t0 if np.isfinite(t0) else np.zeros_like(s, bool)
-        phi = 1.0 - g[test].to_numpy(float)[keep]
-        ok = keep.sum() >= 4 and np.ptp(v[keep]) > 0 and np.ptp(phi) > 0
-        out[key] = float(spearmanr(v[keep], phi).statistic) if ok else np.nan
+        t0 = start.get(key, np.nan) if start is not None else None
+        out[key] = regimes.separation_score(g["step"], g[norm], 1.0 - g[test].to_numpy(float), start=t0,
+                                            min_points=4)
     return pd.Series(out, name="S_traj")
 
 

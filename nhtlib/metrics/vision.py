@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..config import Config, check_range
 from ..regimes import decay_percent, layer_contraction_step, peak_step, peak_value, transition_step
+from ..regimes import separation_score  # noqa: F401  (S_traj: one implementation, in regimes)
 
 TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
 
@@ -78,14 +79,3 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         rows.append(row)
     return pd.DataFrame(rows)
 
-
-def separation_score(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[float]) -> float:
-    """S_traj of shared/papers/nht.md §1.5: Spearman correlation of ||theta||^2 and the shortcut reliance over the
-    logged points from the norm's peak on (the contraction phase). NaN with fewer than 3 points or a constant series."""
-    from scipy.stats import spearmanr
-
-    s, v, r = (np.asarray(a, dtype=float) for a in (steps, norm, reliance))
-    keep = s >= peak_step(s, v)
-    if keep.sum() < 3 or np.ptp(v[keep]) == 0 or np.ptp(r[keep]) == 0:
-        return float("nan")
-    return float(spearmanr(v[keep], r[keep]).statistic)
