@@ -106,8 +106,10 @@ class TrainConfig(Config):
     """How one member is optimised.
 
     steps: optimiser steps. batch_size: None = full batch. lr and weight_decay are per member and may be
-    overridden by a sweep. Weight decay is *decoupled* for AdamW (PyTorch convention: theta <- (1 - lr*wd) theta
-    before the Adam step) and an L2 gradient term for SGD (g <- g + wd * theta).
+    overridden by a sweep. train_eval_size: the train split is evaluated on its first N examples only (None = all;
+    evaluating a large training set every epoch can cost as much as training on it). Weight decay is *decoupled*
+    for AdamW (PyTorch convention: theta <- (1 - lr*wd) theta before the Adam step) and an L2 gradient term for SGD
+    (g <- g + wd * theta).
     """
 
     optimizer: str = "adamw"
@@ -123,6 +125,7 @@ class TrainConfig(Config):
     decay: str = "all"
     log_grid: str = "linear"
     n_logs: int = 50
+    train_eval_size: int | None = None
     checkpoint_every: int = not_identity(default=0)
     eval_batch_size: int = not_identity(default=4096)
 
@@ -144,6 +147,8 @@ class TrainConfig(Config):
         check_choice("decay", self.decay, DECAY_GROUPS)
         check_choice("log_grid", self.log_grid, LOG_GRIDS)
         check_range("n_logs", self.n_logs, 1, None, integer=True)
+        if self.train_eval_size is not None:
+            check_range("train_eval_size", self.train_eval_size, 1, None, integer=True)
         check_range("checkpoint_every", self.checkpoint_every, 0, None, integer=True)
         check_range("eval_batch_size", self.eval_batch_size, 1, None, integer=True)
 

@@ -199,6 +199,12 @@ def separation_score(steps: Sequence[float], norm: Sequence[float], reliance: Se
     return float(spearmanr(v[keep], r[keep]).statistic)
 
 
+def regime_counts(regimes: Sequence[str]) -> str:
+    """How many seeds fell in each regime, as "weak/intermediate/strong" counts, e.g. "0/2/1"."""
+    regimes = list(regimes)
+    return "/".join(str(regimes.count(r)) for r in REGIMES)
+
+
 def majority_regime(regimes: Sequence[str]) -> str:
     """The most common regime among seeds (ties broken towards 'intermediate', then 'weak')."""
     counts = {r: list(regimes).count(r) for r in REGIMES}

@@ -94,6 +94,13 @@ def select(split: Split, idx: torch.Tensor | None, k_members: int) -> tuple[torc
     return x[idx], y[idx]
 
 
+def first_examples(split: Split, n: int) -> Split:
+    """The first n examples of a split (all of them if it has fewer)."""
+    if split.per_member:
+        return Split(split.x[:, :n], split.y[:, :n], per_member=True)
+    return Split(split.x[:n], split.y[:n])
+
+
 def member_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy per member: logits (K, B, C), y (K, B) -> (K,)."""
     k, b, c = logits.shape
@@ -158,6 +165,8 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         model.eval()
         values: dict[str, torch.Tensor] = {}
         for name, split in data.splits.items():
+            if name == "train" and cfg.train_eval_size is not None:
+                split = first_examples(split, cfg.train_eval_size)
             values[f"{name}_loss"], values[f"{name}_acc"] = evaluate(model, split, k_members, cfg.eval_batch_size)
         values.update(norm_columns(layer_squared_norms(model.named_parameters(), member_dim=True)))
         if extra_metrics is not None:

@@ -70,6 +70,17 @@ def test_chapter_runs_at_smoke_scale(name, smoke_env):
     print(f"{name} at smoke scale: {elapsed:.1f} s")
 
 
+def test_every_shortcut_domain_records_its_separation_scores(smoke_env):
+    """The S spectrum of chapter 4 gathers what chapters 1-4 recorded (run above, in this results folder)."""
+    from nhtlib import separation
+
+    if not all((smoke_env / "smoke" / name / "executed.ipynb").exists() for name in CHAPTERS):
+        pytest.skip("needs every chapter run at smoke scale first (test_chapter_runs_at_smoke_scale)")
+    domains = set(separation.load("smoke").domain)
+    assert {"toy (XOR, ours)", "modular arithmetic", "CIFAR-10 borders", "CelebA"} <= domains, domains
+    assert any(d.startswith("Waterbirds") for d in domains), domains
+
+
 # (b) unknown parameter names, (c) invalid values -------------------------------------------------------------
 
 def test_unknown_parameter_is_named():

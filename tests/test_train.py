@@ -70,6 +70,18 @@ def test_run_table_has_expected_columns():
     assert len(table) == 4 * 3
 
 
+def test_train_eval_size_evaluates_only_the_first_training_examples():
+    x, y = torch.randn(6, 4), torch.tensor([0, 0, 1, 1, 1, 1])
+    data = Dataset({"train": Split(x, y), "head": Split(x[:2], y[:2])}, n_classes=2)
+    model = nht.models.config("mlp", hidden=(3,)).build((4,), 2, [0, 1])
+    cfg = nht.TrainConfig(steps=1, n_logs=1, lr=1e-9, train_eval_size=2)
+    tables = train(model, data, cfg, seeds=[0, 1], progress=False)
+    for t in tables:  # train evaluated on its first 2 examples = exactly the "head" split
+        assert t.train_loss.tolist() == t.head_loss.tolist() and t.train_acc.tolist() == t.head_acc.tolist()
+    with pytest.raises(nht.config.ConfigError, match="train_eval_size"):
+        nht.TrainConfig(train_eval_size=0)
+
+
 RESUME_SCRIPT = textwrap.dedent("""
     import sys, time, torch
     import nhtlib as nht

@@ -20,6 +20,9 @@ def test_norm_regimes():
     assert vision.classify_norm_regime(EPOCHS, suppressed) == "strong"
     rule = vision.VisionRegimeRule(early_peak_fraction=0.2)
     assert vision.classify_norm_regime(EPOCHS, 0.5 * early + 0.5 * early.max(), rule) == "strong"  # peak in first 20%
+    collapsed = np.array([100, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0])  # flat after collapsing: no decay
+    assert vision.classify_norm_regime(EPOCHS, collapsed) == "strong"
+    assert vision.classify_norm_regime(EPOCHS, collapsed, vision.VisionRegimeRule(below_init_is_strong=False)) == "weak"
 
 
 def test_summarise_transition_times():
@@ -39,3 +42,14 @@ def test_separation_score():
     assert math.isclose(vision.separation_score(np.arange(6), v, v / 5), 1.0)
     assert math.isclose(vision.separation_score(np.arange(6), v, -v), -1.0)
     assert math.isnan(vision.separation_score(np.arange(6), v, np.ones(6)))
+
+
+def test_regime_table_counts_and_means():
+    summary = pd.DataFrame({"lam": [0.1, 0.1, 0.1, 1.0], "regime": ["weak", "intermediate", "intermediate", "strong"],
+                            "peak": [10, 6, 8, 1], "decay_pct": [1.0, 10.0, 20.0, 50.0],
+                            "V_peak": [100, 80, 60, 10], "V_final": [99, 72, 48, 5]})
+    table = vision.regime_table(summary, "lam")
+    assert table.loc[0.1, "regime"] == "intermediate" and table.loc[0.1, "seeds (w/i/s)"] == "1/2/0"
+    assert table.loc[1.0, "seeds (w/i/s)"] == "0/0/1"
+    assert table.loc[0.1, "peak epoch"] == 8.0 and table.loc[0.1, "decay %"] == 10.3
+    assert table.loc[0.1, "V_final"] == 73 and table.loc[0.1, "V_final sd"] == round(np.std([99, 72, 48], ddof=1))

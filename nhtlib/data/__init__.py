@@ -72,4 +72,5 @@ class TaskConfig(Config):
     def build(self, seed: int) -> Dataset:  # pragma: no cover - interface
         raise NotImplementedError
 
-from . import borders, cifar, mnist, modular, toy  # noqa: E402,F401  (tasks, one module each)
+# one module per data set (grouped: the layout shared by the group-labelled ones)
+from . import borders, celeba, cifar, grouped, mnist, modular, toy, waterbirds  # noqa: E402,F401

@@ -1,5 +1,5 @@
 """Metrics computed from models or from logged tables, one module each."""
-from . import baselines, eigen, features, grokking, vision  # noqa: F401
+from . import baselines, eigen, features, grokking, groups, vision  # noqa: F401
 from .dlr import DLRResult, dlr, dlr_kernel, dlr_members, linear_cka, null_value  # noqa: F401
 from .eigen import spectrum  # noqa: F401
 from .features import extract, richness_probe  # noqa: F401

@@ -4,7 +4,8 @@ times the paper leaves undefined (shared/papers/nht.md §1.4 and §7.1).
 * regime from the *norm trajectory alone* (NHT's Fig. 1 labels): decay D = 100 (V_peak - V_final) / V_peak over
   epochs >= 1; weak if D < weak_max_decay (2%); intermediate if D < strong_min_decay (35%) and the peak is not in
   the first `early_peak_fraction` (10%) of the epochs; strong otherwise (large decay, or a decay from an early peak:
-  the norm is suppressed from the start). `VisionRegimeRule` holds the thresholds.
+  the norm is suppressed from the start), and strong too when the norm never rises above its initial value (ours:
+  a collapsed run has no decay left to measure). `VisionRegimeRule` holds the thresholds.
 * transition times (in the trajectory's step unit, e.g. epochs), one of which a chapter picks as a parameter:
   ``head_peak`` (T_peak: epoch of the head norm's maximum, NaN unless the head norm then decays by at least
   `weak_max_decay` %), ``head_contraction`` (T_tr: first epoch after that peak
@@ -19,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config, check_range
-from ..regimes import decay_percent, layer_contraction_step, peak_step, peak_value, transition_step
+from ..regimes import (decay_percent, layer_contraction_step, majority_regime, peak_step, peak_value, regime_counts,
+                       transition_step)
 from ..regimes import separation_score  # noqa: F401  (S_traj: one implementation, in regimes)
 
 TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
@@ -32,6 +34,7 @@ class VisionRegimeRule(Config):
     weak_max_decay: float = 2.0
     strong_min_decay: float = 35.0
     early_peak_fraction: float = 0.1
+    below_init_is_strong: bool = True
 
     def validate(self) -> None:
         check_range("weak_max_decay", self.weak_max_decay, 0.0, 100.0)
@@ -41,8 +44,15 @@ class VisionRegimeRule(Config):
 
 def classify_norm_regime(steps: Sequence[float], norm: Sequence[float], rule: VisionRegimeRule = VisionRegimeRule()
                          ) -> str:
-    """'weak' | 'intermediate' | 'strong' from one ||theta||^2 trajectory (step 0 = init is excluded from the peak)."""
+    """'weak' | 'intermediate' | 'strong' from one ||theta||^2 trajectory (step 0 = init is excluded from the peak).
+
+    With `rule.below_init_is_strong`, a run whose norm never rises above its value at step 0 is 'strong' whatever its
+    decay: the decay suppressed it from the first log on (a collapse to a tiny, flat norm would otherwise read as
+    "no decay", i.e. weak)."""
     s = np.asarray(steps, dtype=float)
+    v = np.asarray(norm, dtype=float)
+    if rule.below_init_is_strong and s[0] == 0 and len(s) > 1 and peak_value(s, v) < v[0]:
+        return "strong"
     d = decay_percent(s, norm)
     if d < rule.weak_max_decay:
         return "weak"
@@ -79,3 +89,15 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         rows.append(row)
     return pd.DataFrame(rows)
 
+
+def regime_table(summary: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:
+    """One row per cell of `by` (e.g. per λ) from a `summarise` table (one row per run): the majority regime, the
+    seeds per regime ("w/i/s"), and the means of the peak time, decay % (with its sd over seeds), V_peak and V_final
+    (with its sd). A chapter joins its own accuracy columns to it."""
+    g = summary.groupby(by)
+    return pd.DataFrame({
+        "regime": g.regime.agg(majority_regime), "seeds (w/i/s)": g.regime.agg(regime_counts),
+        "peak epoch": g.peak.mean().round(1), "decay %": g.decay_pct.mean().round(1),
+        "decay % sd": g.decay_pct.std().round(1), "V_peak": g.V_peak.mean().round(0),
+        "V_final": g.V_final.mean().round(0), "V_final sd": g.V_final.std().round(0),
+    })
