@@ -3,6 +3,8 @@ after another, with the achieved matmul GFLOP/s against a plain fp32 matmul meas
 
     .venv/bin/python benchmarks/bench_batched.py                      # the MLP at p = 59, full batch, K = 16
     .venv/bin/python benchmarks/bench_batched.py --model transformer --p 97 --batch-size 512 --k 8
+    .venv/bin/python benchmarks/bench_batched.py --model simple_cnn --image-size 16 --batch-size 32 --k 8
+                                                  # chapters 3-4: CIFAR-10 with borders (needs cifar10/ data)
 
 Every timing runs the training step of the book's loop (nhtlib.train: batch sampler, select, member loss, backward,
 batched AdamW), without logging. FLOPs are the matmul FLOPs of forward + backward counted by
@@ -51,11 +53,16 @@ def steps_per_second(model_cfg, task, cfg, seeds, steps, warmup=3):
     return steps / (time.perf_counter() - t0)
 
 
+def single_net(model_cfg, task, data):
+    """The plain single nn.Module of a model config (modular models take p, image models the input shape)."""
+    return model_cfg.single(task.p) if hasattr(task, "p") else model_cfg.single(data.input_shape, data.n_classes)
+
+
 def plain_steps_per_second(model_cfg, task, cfg, steps, warmup=3):
     """One model as a user would write it: the single nn.Module, torch.optim.AdamW, the same decay groups."""
     data = task.build(0)
     torch.manual_seed(0)
-    net = model_cfg.single(task.p)
+    net = single_net(model_cfg, task, data)
     params = list(net.parameters())
     decayed = [q for q in params if cfg.decay == "all" or q.dim() >= 2]
     rest = [q for q in params if not (cfg.decay == "all" or q.dim() >= 2)]
@@ -89,7 +96,7 @@ def matmul_flops_per_step(model_cfg, task, cfg, seeds):
 
 def plain_flops_per_step(model_cfg, task, cfg):
     data = task.build(0)
-    net = model_cfg.single(task.p)
+    net = single_net(model_cfg, task, data)
     x, y = data.splits["train"].x, data.splits["train"].y
     n = cfg.batch_size or len(y)
     with FlopCounterMode(display=False) as counter:
@@ -110,7 +117,7 @@ def matmul_rate(n=1024, repeats=20):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="modular_mlp", choices=["modular_mlp", "transformer"])
+    ap.add_argument("--model", default="modular_mlp", choices=["modular_mlp", "transformer", "simple_cnn"])
     ap.add_argument("--p", type=int, default=59)
     ap.add_argument("--train-frac", type=float, default=0.4)
     ap.add_argument("--batch-size", type=int, default=None, help="default: full batch")
@@ -118,9 +125,17 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--unfused", action="store_true", help="MLP: gather the embeddings then matmul (no fusion)")
+    ap.add_argument("--image-size", type=int, default=16, help="simple_cnn: side of the CIFAR-10 images")
+    ap.add_argument("--n-train", type=int, default=2000, help="simple_cnn: training images")
+    ap.add_argument("--data-root", default=None, help="simple_cnn: folder holding cifar10/")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    task = nht.data.modular.ModularTask(p=args.p, train_frac=args.train_frac)
+    if args.model == "simple_cnn":  # chapters 3-4: border CIFAR-10, minibatches of 32 unless told otherwise
+        args.batch_size = args.batch_size or 32
+        task = nht.data.borders.BorderCIFARTask(n_train=args.n_train, n_test=10, image_size=args.image_size,
+                                                border_width=1, data_root=args.data_root)
+    else:
+        task = nht.data.modular.ModularTask(p=args.p, train_frac=args.train_frac)
     kw = {"fused_embedding": not args.unfused} if args.model == "modular_mlp" else {}
     model_cfg = nht.models.config(args.model, **kw)
     cfg = nht.TrainConfig(lr=1e-3, weight_decay=1.0, batch_size=args.batch_size,
@@ -139,7 +154,9 @@ def main():
     flops_one = matmul_flops_per_step(model_cfg, task, cfg, [0])
     flops_plain = plain_flops_per_step(model_cfg, task, cfg)
 
-    print(f"{args.model}{' (unfused)' if args.unfused else ''}, p = {args.p}, train_frac = {args.train_frac}, "
+    setting = (f"{args.image_size}×{args.image_size} px, {args.n_train} images" if args.model == "simple_cnn" else
+               f"p = {args.p}, train_frac = {args.train_frac}")
+    print(f"{args.model}{' (unfused)' if args.unfused else ''}, {setting}, "
           f"batch = {args.batch_size or 'full'}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"{os.cpu_count()} CPUs visible")
     print(f"plain fp32 matmul 1024³: {peak:.1f} GFLOP/s (before), {peak_after:.1f} GFLOP/s (after)")
