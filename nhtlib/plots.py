@@ -122,3 +122,21 @@ def regime_map(summary: pd.DataFrame, x: str, y: str, regime: str = "regime", *,
     ax.legend(handles=[Patch(color=REGIME_COLOURS[r], label=r) for r in REGIMES], bbox_to_anchor=(1.02, 1),
               loc="upper left", title="regime")
     return ax
+
+
+def image_rows(rows: dict, *, title: str = "", col_titles: Sequence[str] | None = None, size: float = 1.3):
+    """One row of images per entry of `rows` ({row label: images (N, 3, H, W) tensor, values in [0, 1]}), without
+    ticks, the label on the left of each row, optional column titles on the first row. Returns the figure."""
+    n_cols = max(len(images) for images in rows.values())
+    fig, axes = plt.subplots(len(rows), n_cols, figsize=(size * n_cols + 1.0, 1.4 * len(rows)), squeeze=False)
+    for row_axes, (label, images) in zip(axes, rows.items()):
+        for ax in row_axes:
+            ax.set_xticks([]), ax.set_yticks([])
+            ax.grid(False)
+        for ax, image in zip(row_axes, images):
+            ax.imshow(image.clamp(0, 1).permute(1, 2, 0).cpu().numpy())
+        row_axes[0].set_ylabel(label, fontsize=8)
+    for ax, text in zip(axes[0], col_titles or []):
+        ax.set_title(text, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    return fig

@@ -12,10 +12,12 @@ separation-<domain>.csv, next to its claims; one file per domain); chapter 4 gat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from . import regimes
 from .config import ConfigError
 from .paths import chapter_dir, results_root
 
@@ -28,6 +30,22 @@ PAPER_S = {"modular arithmetic": (1.0, "≈ 1.0"), "CIFAR-10 borders": (0.6, "0.
 def _file_name(domain: str) -> str:
     slug = "".join(ch if ch.isalnum() else "-" for ch in domain.lower()).strip("-")
     return f"separation-{slug}.csv"
+
+
+def per_run(table: pd.DataFrame, by: Sequence[str], reliance: str, *, time: str = "step", norm: str = "norm_sq",
+            start: pd.Series | None = None, min_points: int = 3) -> pd.Series:
+    """S_traj of every run of a training table (one row per logged step): the Spearman correlation of `norm` and the
+    shortcut-reliance column `reliance` over the run's points from `start` on (a Series indexed like the runs, e.g.
+    T_mem; default: the norm's peak). Indexed by the `by` columns, named "S"; NaN where a run has too few points."""
+    by = list(by)
+    keys, values = [], []
+    for key, g in table.sort_values(time).groupby(by, sort=True):
+        key = key[0] if len(by) == 1 else key
+        t0 = start.get(key, np.nan) if start is not None else None
+        keys.append(key)
+        values.append(regimes.separation_score(g[time], g[norm], g[reliance], start=t0, min_points=min_points))
+    index = pd.MultiIndex.from_tuples(keys, names=by) if len(by) > 1 else pd.Index(keys, name=by[0])
+    return pd.Series(values, index=index, name="S", dtype=float)
 
 
 def paper_value(domain: str) -> tuple[float, str]:

@@ -53,3 +53,17 @@ def test_separation_score_signs():
     falling = np.r_[np.ones(5), np.linspace(1, 0, 5)]  # reliance falls with the norm after the peak
     assert nht.regimes.separation_score(steps, norm, falling) == pytest.approx(1.0)
     assert nht.regimes.separation_score(steps, norm, 1 - falling) == pytest.approx(-1.0)
+
+
+def test_per_run_scores_every_run_from_its_norm_peak():
+    steps = np.arange(10.0)
+    norm = np.r_[np.arange(5), np.arange(5, 0, -1)].astype(float)  # peak at step 5
+    falling = np.r_[np.ones(5), np.linspace(1, 0, 5)]
+    rows = [pd.DataFrame({"step": steps, "norm_sq": norm, "phi": phi, "lam": lam, "seed": 0})
+            for lam, phi in ((0.1, falling), (1.0, 1 - falling))]
+    table = pd.concat(rows, ignore_index=True).sample(frac=1, random_state=0)  # order does not matter
+    s = separation.per_run(table, ["lam", "seed"], "phi")
+    assert s.index.names == ["lam", "seed"] and s.name == "S"
+    assert s.loc[(0.1, 0)] == pytest.approx(1.0) and s.loc[(1.0, 0)] == pytest.approx(-1.0)
+    late = separation.per_run(table, ["lam"], "phi", start=pd.Series({0.1: 8.0, 1.0: 8.0}))  # only 2 points left
+    assert list(late.index) == [0.1, 1.0] and late.isna().all()

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from ..delay_law import contraction_rate, fit_contraction
-from .. import regimes
 from ..regimes import summarise_runs, transition_step
+from ..separation import per_run
 
 GROUPS = ("embedding", "hidden", "head")
 GROK_REGIMES = ("I", "II", "III")
@@ -107,13 +107,8 @@ def separation_score(table: pd.DataFrame, by: Sequence[str] = ("run",), *, start
     Spearman correlation between ‖θ‖² and the shortcut reliance φ = 1 − test accuracy over the logged steps from
     `start` (a Series indexed like the groups, e.g. T_mem; default: the norm's peak step) to the end. S ≈ 1: the
     reliance on the memorising solution falls exactly as the norm falls. NaN with fewer than 4 points."""
-    out = {}
-    for key, g in table.sort_values("step").groupby(list(by), sort=True):
-        key = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-        t0 = start.get(key, np.nan) if start is not None else None
-        out[key] = regimes.separation_score(g["step"], g[norm], 1.0 - g[test].to_numpy(float), start=t0,
-                                            min_points=4)
-    return pd.Series(out, name="S_traj")
+    with_reliance = table.assign(_reliance=1.0 - table[test].to_numpy(float))
+    return per_run(with_reliance, by, "_reliance", norm=norm, start=start, min_points=4).rename("S_traj")
 
 
 def classify_lambdas(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> pd.Series:
