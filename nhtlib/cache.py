@@ -27,7 +27,7 @@ import pandas as pd
 
 from . import __version__
 from .config import stable_hash
-from .paths import PACKAGE_DIR, git_commit, results_root
+from .paths import PACKAGE_DIR, atomic_torch_save, atomic_write_bytes, git_commit, results_root  # noqa: F401
 
 
 @lru_cache(maxsize=1)
@@ -42,31 +42,6 @@ def source_hash() -> str:
 
 def run_key(config: dict[str, Any]) -> str:
     return stable_hash({"config": config, "nhtlib": __version__, "source": source_hash()}, length=24)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    import io
-
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 class RunCache:

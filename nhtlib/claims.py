@@ -55,7 +55,7 @@ class Claims:
         return chapter_dir(self.chapter, self.scale) / "claims.csv"
 
     def save(self) -> Path:
-        from .cache import atomic_write_bytes
+        from .paths import atomic_write_bytes
 
         atomic_write_bytes(self.path, self.frame().to_csv(index=False).encode())
         return self.path

@@ -74,7 +74,7 @@ def record(chapter: str, scale: str, domain: str, scores: pd.DataFrame, *, signa
         raise ConfigError(f"separation scores need columns {sorted(missing)}; got {sorted(scores.columns)}")
     frame = scores.assign(domain=domain, chapter=chapter, signal=signal, scale=scale)[COLUMNS]
     frame = frame.astype({"seed": int, "pooled": bool})
-    from .cache import atomic_write_bytes
+    from .paths import atomic_write_bytes
 
     path = chapter_dir(chapter, scale) / _file_name(domain)
     atomic_write_bytes(path, frame.to_csv(index=False).encode())

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm import tqdm  # plain text bars: no widget dependency in notebooks
 
-from .cache import atomic_torch_save
+from .paths import atomic_torch_save
 from .config import TrainConfig
 from .data import Dataset, Split
 from .norms import layer_squared_norms, norm_columns

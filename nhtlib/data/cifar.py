@@ -43,7 +43,7 @@ def cached_decode(source: Path, tag: str, decode: Callable[[], Arrays]) -> Array
     if path.exists():
         return torch.load(path, weights_only=True)
     arrays = decode()
-    from ..cache import atomic_torch_save
+    from ..paths import atomic_torch_save
 
     atomic_torch_save(arrays, path)
     return arrays
