@@ -11,22 +11,39 @@ name fails with a message naming it and the allowed ones. Parameter *values* are
 (its first cell builds ``nht.ChapterParams``), and its error (e.g. ``ConfigError: scale='huge' is not allowed``)
 is reported as the reason the run failed.
 
-The executed notebook goes to ``results/<scale>/<chapter>/executed.ipynb`` (see :func:`nhtlib.paths.chapter_dir`)
-unless ``--out`` says otherwise.
+Where results go (no run ever leaves a mixture of old and new, or replaces good results by a failure):
+
+- The notebook runs with its outputs redirected (``$NHT_CHAPTER_OUT``, see :func:`nhtlib.paths.chapter_dir`) into a
+  staging folder ``results/.staging/<unique>/<scale>/<chapter>/``.
+- On success the runner adds ``executed.ipynb`` and ``run.json`` (parameters passed, the parameters cell's defaults,
+  seed, scale, git commit, nhtlib source hash, start/end time, wall time) and swaps the staging folder in place of the
+  chapter's results folder in one rename (same filesystem), so ``claims.csv`` always matches ``executed.ipynb``.
+- On failure the results folder keeps its last good contents; the failed executed notebook is written beside them
+  as ``failed.ipynb`` (removed by the next successful run) and the ChapterError names it.
+- The results folder depends on the seed: the book's seed (0, every chapter's default) uses
+  ``results/<scale>/<chapter>/``, which the Scoreboard reads; any other seed ``s`` uses
+  ``results/<scale>/seed-<s>/<chapter>/`` (see :func:`nhtlib.paths.final_chapter_dir`), so it never replaces the
+  book's results.
+- ``--out PATH`` writes a copy of the executed (or failed) notebook to PATH as well.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .config import SCALES, ConfigError
-from .paths import chapter_dir, repo_root
+from .paths import (CHAPTER_OUT_ENV, atomic_write_bytes, final_chapter_dir, git_commit, repo_root, results_root,
+                    source_hash)
 
 KERNEL_NAME = "python3"
 
@@ -133,8 +150,9 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def check_parameters(path: Path, parameters: dict[str, Any]) -> None:
-    """Raise ChapterUsageError naming every parameter the notebook does not declare."""
+def check_parameters(path: Path, parameters: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Raise ChapterUsageError naming every parameter the notebook does not declare; return the declared ones
+    (see notebook_parameters)."""
     allowed = notebook_parameters(path)
     if not allowed:
         raise ChapterUsageError(f"{path.name} has no cell tagged 'parameters'; it cannot be run with parameters")
@@ -144,6 +162,7 @@ def check_parameters(path: Path, parameters: dict[str, Any]) -> None:
         names = ", ".join(map(repr, unknown))
         raise ChapterUsageError(f"unknown parameter{plural} {names} for chapter {path.stem!r}; "
                                 f"allowed: {', '.join(allowed)}")
+    return allowed
 
 
 def _scale_of(parameters: dict[str, Any]) -> str:
@@ -151,46 +170,132 @@ def _scale_of(parameters: dict[str, Any]) -> str:
     return str(scale) if scale is not None else os.environ.get("NHT_SCALE", "cpu")
 
 
+def _seed_of(parameters: dict[str, Any], declared: dict[str, dict[str, Any]]) -> Any:
+    """The run's seed: the one passed, else the parameters cell's default when it is a literal, else None."""
+    if "seed" in parameters:
+        return parameters["seed"]
+    try:
+        return ast.literal_eval(str(declared["seed"]["default"])) if "seed" in declared else None
+    except (ValueError, SyntaxError):
+        return None
+
+
+@contextlib.contextmanager
+def _chapter_out(folder: Path) -> Iterator[None]:
+    """Set $NHT_CHAPTER_OUT for the kernel papermill starts (it inherits os.environ; not thread-safe)."""
+    before = os.environ.get(CHAPTER_OUT_ENV)
+    os.environ[CHAPTER_OUT_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CHAPTER_OUT_ENV, None)
+        else:
+            os.environ[CHAPTER_OUT_ENV] = before
+
+
+@contextlib.contextmanager
+def _quiet_known_parameters(names: set[str]) -> Iterator[None]:
+    log_filter = _KnownParameterFilter(names)
+    pm_logger = logging.getLogger("papermill")
+    pm_logger.addFilter(log_filter)
+    try:
+        yield
+    finally:
+        pm_logger.removeFilter(log_filter)
+
+
+def _swap_in(staged: Path, final: Path, scratch: Path) -> None:
+    """Replace the folder `final` by `staged` (both on one filesystem): the old one is renamed aside into `scratch`,
+    the new one renamed in (the old one is put back if that fails); the caller removes `scratch`."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    previous = scratch / "previous"
+    had_previous = final.exists()
+    if had_previous:
+        os.replace(final, previous)
+    try:
+        os.replace(staged, final)
+    except BaseException:
+        if had_previous:
+            os.replace(previous, final)
+        raise
+
+
+def _keep_failed(executed: Path, final: Path, scale: str, output: Path | None) -> Path | None:
+    """Store the failed executed notebook as <results folder>/failed.ipynb (beside, not over, the last good results;
+    a temporary folder for a scale the notebook rejects, to keep results/ free of it) and at `output` when given."""
+    if not executed.exists():
+        return None
+    failed = (final if scale in SCALES else Path(tempfile.mkdtemp(prefix="nht-chapter-"))) / "failed.ipynb"
+    for target in filter(None, (failed, output)):
+        atomic_write_bytes(target, executed.read_bytes())
+    return failed
+
+
+def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict[str, Any]], scale: str, seed: Any,
+                started: float, wall_s: float) -> dict[str, Any]:
+    """What run.json records about one successful chapter run (times: ISO 8601 local time; wall time in seconds)."""
+    from . import __version__
+
+    def stamp(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+
+    return {"chapter": path.stem, "notebook": str(path), "scale": scale, "seed": seed, "parameters": parameters,
+            "defaults": {name: info.get("default") for name, info in declared.items()},
+            "git_commit": git_commit(), "nhtlib_version": __version__, "nhtlib_source_hash": source_hash(),
+            "started_at": stamp(started), "finished_at": stamp(started + wall_s), "wall_time_s": round(wall_s, 3)}
+
+
 def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str | os.PathLike | None = None, *,
                 notebook_dir: str | os.PathLike | None = None, progress: bool | None = None,
                 log_output: bool = False) -> Path:
-    """Execute chapter `name` with papermill and return the path of the executed notebook.
+    """Execute chapter `name` with papermill into a staging folder; on success swap it in as the chapter's results
+    folder (see the module docstring) and return the path of the executed notebook.
 
     parameters: papermill parameters (names are checked against the notebook's ``parameters`` cell).
-    output: where to write the executed notebook; default ``results/<scale>/<chapter>/executed.ipynb``.
+    output: also write the executed notebook here (and return this path); default: only
+    ``results/<scale>/<chapter>/executed.ipynb`` (``results/<scale>/seed-<s>/<chapter>/`` for a seed s != 0).
     notebook_dir: the folder holding the chapter notebooks; default the book's ``notebooks/``.
     progress: papermill's progress bar; default on, except at smoke scale (tests) and for an invalid scale.
 
-    Raises ChapterError (with the notebook's exception name and message) when the notebook fails.
+    Raises ChapterError (with the notebook's exception name and message, and the failed notebook's path) when the
+    notebook fails; the chapter's results folder is then left as it was.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     parameters = dict(parameters or {})
     path = notebook_path(name, notebook_dir)
-    check_parameters(path, parameters)
-    scale = _scale_of(parameters)
-    if output is None:
-        if scale in SCALES:
-            output = chapter_dir(path.stem, scale) / "executed.ipynb"
-        else:  # the notebook will reject this scale; keep results/ free of a folder for it
-            output = Path(tempfile.mkdtemp(prefix="nht-chapter-")) / f"{path.stem}.ipynb"
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    declared = check_parameters(path, parameters)
+    scale, seed = _scale_of(parameters), _seed_of(parameters, declared)
+    final = final_chapter_dir(path.stem, scale, seed)
+    output = Path(output) if output is not None else None
     if progress is None:
         progress = scale in SCALES and scale != "smoke"
-    log_filter = _KnownParameterFilter(set(parameters))
-    pm_logger = logging.getLogger("papermill")
-    pm_logger.addFilter(log_filter)
+    staging = results_root() / ".staging"
+    staging.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=staging, prefix=f"{path.stem}-"))  # under results/: renames stay on one fs
+    staged = scratch / scale / path.stem
+    staged.mkdir(parents=True)
+    executed = staged / "executed.ipynb"
     try:
-        pm.execute_notebook(str(path), str(output), parameters=parameters, kernel_name=KERNEL_NAME,
-                            cwd=str(path.parent), progress_bar=progress, log_output=log_output)
-    except PapermillExecutionError as err:
-        raise ChapterError(f"chapter {path.stem!r} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
-                           f"(executed notebook: {output})") from err
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            with _chapter_out(staged), _quiet_known_parameters(set(parameters)):
+                pm.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=KERNEL_NAME,
+                                    cwd=str(path.parent), progress_bar=progress, log_output=log_output)
+        except PapermillExecutionError as err:
+            failed = _keep_failed(executed, final, scale, output)
+            raise ChapterError(f"chapter {path.stem!r} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
+                               f"(failed notebook: {failed}; results in {final} left as they were)") from err
+        record = _run_record(path, parameters, declared, scale, seed, started, time.perf_counter() - t0)
+        atomic_write_bytes(staged / "run.json", json.dumps(record, indent=1, default=str).encode())
+        if output is not None:
+            atomic_write_bytes(output, executed.read_bytes())
+        _swap_in(staged, final, scratch)
     finally:
-        pm_logger.removeFilter(log_filter)
-    return output
+        shutil.rmtree(scratch, ignore_errors=True)
+    return output if output is not None else final / "executed.ipynb"
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -203,8 +308,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p_run.add_argument("chapter", help="chapter name, e.g. 01_toy_norm_hierarchy")
     p_run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                        help="a papermill parameter, parsed like papermill's -p (repeatable)")
-    p_run.add_argument("--out", default=None, help="executed notebook path "
-                                                   "(default: results/<scale>/<chapter>/executed.ipynb)")
+    p_run.add_argument("--out", default=None, help="also write the executed notebook here "
+                                                   "(it always goes to results/<scale>/<chapter>/executed.ipynb)")
     p_run.add_argument("--notebooks", default=None, help="folder of chapter notebooks (default: notebooks/)")
     p_run.add_argument("--log-output", action="store_true", help="stream the notebook's output to the terminal")
     return parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """Claims: what each chapter tests, the paper's value, ours and a verdict.
 
 A chapter records its claims with `Claims.add(...)`, then `claims.save()` writes them as
-results/<scale>/<chapter>/claims.csv (next to the executed chapter) and `claims.table()` renders the chapter's
+results/<scale>/<chapter>/claims.csv (next to the executed chapter; `paths.chapter_dir`, i.e. the runner's staging
+folder while `nhtlib.chapters` runs the chapter) and `claims.table()` renders the chapter's
 closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import ConfigError, check_choice
-from .paths import chapter_dir, results_root
+from .paths import atomic_write_bytes, chapter_dir, chapter_files
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not testable here")
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale"]
@@ -55,8 +56,6 @@ class Claims:
         return chapter_dir(self.chapter, self.scale) / "claims.csv"
 
     def save(self) -> Path:
-        from .paths import atomic_write_bytes
-
         atomic_write_bytes(self.path, self.frame().to_csv(index=False).encode())
         return self.path
 
@@ -77,8 +76,9 @@ def style_claims(frame: pd.DataFrame):
 
 
 def load_claims(scale: str) -> pd.DataFrame:
-    """Every chapter's claims.csv at this scale, in chapter order."""
-    files = sorted((results_root() / scale).glob("*/claims.csv"))
+    """Every chapter's claims.csv at this scale, in chapter order: the book's runs only (results/<scale>/<chapter>/;
+    runs with another seed, in results/<scale>/seed-<s>/, are left out). See paths.chapter_files."""
+    files = chapter_files(scale, "claims.csv")
     frames = [pd.read_csv(f, dtype=str, keep_default_na=False) for f in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 

@@ -171,14 +171,23 @@ def resolve_scale(scale: str | None = None) -> str:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'. Explicit 'cuda' without a GPU raises."""
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'. An explicit device that this machine lacks ('cuda'
+    without a GPU, 'cuda:3' on a one-GPU machine, 'mps' off Apple silicon) raises ConfigError naming it."""
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible; use 'auto' or 'cpu'")
     check_choice("device", device.split(":")[0], ("cpu", "cuda", "mps"))
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible; use 'auto' or 'cpu'")
+        index = device.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise ConfigError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                              f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
+    if device.startswith("mps") and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError(f"device={device!r} was asked for but Apple's MPS backend is not available on this machine "
+                          f"(torch {torch.__version__}); use 'auto' or 'cpu'")
     return device
 
 

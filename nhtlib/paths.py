@@ -1,10 +1,14 @@
 """Where things live: the repository, the results folder, the data root.
 
 Nothing here depends on the current working directory. Defaults can be overridden by environment variables:
-NHT_RESULTS (results and run cache), NHT_DATA_ROOT (real data sets).
+NHT_RESULTS (results and run cache), NHT_DATA_ROOT (real data sets), NHT_CHAPTER_OUT (set by the chapter runner
+`nhtlib.chapters`: a staging folder ``.../<scale>/<chapter>/`` that receives that chapter's outputs instead of
+results/<scale>/<chapter>/; the runner moves it into place only when the notebook succeeded).
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -23,24 +27,86 @@ def repo_root() -> Path | None:
     return None
 
 
+class NotWritableError(OSError):
+    """A results or cache folder cannot be created or written; the message names the folder and the fix."""
+
+
+def writable_dir(folder: Path, *, probe: bool = False) -> Path:
+    """Create `folder` (and parents) and check that files can be created in it; return it.
+
+    probe=False checks with os.access (cheap, called often); probe=True creates and removes a file, which also
+    catches what os.access cannot see (e.g. a full disk). Raises the OSError met.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    if probe:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(name)
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "no permission to create files in it", str(folder))
+    return folder
+
+
 def results_root() -> Path:
-    """Folder for run caches, claims and executed chapters: $NHT_RESULTS, else <repo>/results, else ~/.cache/nht-book."""
+    """Folder for run caches, claims and executed chapters: $NHT_RESULTS, else <repo>/results, else ~/.cache/nht-book.
+
+    Raises NotWritableError (naming NHT_RESULTS when it is set) when the folder cannot be created or written.
+    """
     env = os.environ.get("NHT_RESULTS")
     if env:
-        path = Path(env).expanduser()
+        path, source = Path(env).expanduser(), f"NHT_RESULTS={env!r}: "
     elif repo_root() is not None:
-        path = repo_root() / "results"
+        path, source = repo_root() / "results", ""
     else:
-        path = Path.home() / ".cache" / "nht-book"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+        path, source = Path.home() / ".cache" / "nht-book", ""
+    try:
+        return writable_dir(path)
+    except OSError as err:
+        raise NotWritableError(f"{source}the results folder {path} cannot be created or written ({err}); "
+                               "set NHT_RESULTS to a writable folder") from err
+
+
+CHAPTER_OUT_ENV = "NHT_CHAPTER_OUT"
+DEFAULT_SEED = 0  # the seed of the book's own runs (the chapters' default): its results live in the default folders
+
+
+def staged_dir(chapter: str, scale: str) -> Path | None:
+    """The staging folder of $NHT_CHAPTER_OUT when it stands for this chapter at this scale (its path ends in
+    <scale>/<chapter>), else None. Only the chapter being run is redirected: the others are read where they are."""
+    env = os.environ.get(CHAPTER_OUT_ENV)
+    path = Path(env) if env else None
+    return path if path is not None and (path.parent.name, path.name) == (scale, chapter) else None
+
+
+def final_chapter_dir(chapter: str, scale: str, seed: Any = None) -> Path:
+    """Where a chapter's results live (not created): results/<scale>/<chapter>/ for the book's seed (seed None or
+    DEFAULT_SEED), results/<scale>/seed-<seed>/<chapter>/ for any other seed, so other seeds never replace the
+    book's results."""
+    if seed is None or seed == DEFAULT_SEED:
+        return results_root() / scale / chapter
+    return results_root() / scale / f"seed-{seed}" / chapter
 
 
 def chapter_dir(chapter: str, scale: str) -> Path:
-    """Outputs of one chapter at one scale: results/<scale>/<chapter>/ (claims.csv, executed notebook, figures)."""
-    path = results_root() / scale / chapter
+    """Outputs of one chapter at one scale (created): results/<scale>/<chapter>/ (claims.csv, executed notebook,
+    figures), or the runner's staging folder ($NHT_CHAPTER_OUT) while `nhtlib.chapters` runs this chapter."""
+    path = staged_dir(chapter, scale) or final_chapter_dir(chapter, scale)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def chapter_files(scale: str, pattern: str) -> list[Path]:
+    """Files matching `pattern` (e.g. 'claims.csv') in every chapter's default folder results/<scale>/<chapter>/
+    (seed-<s>/ folders are left out), sorted by chapter. While the runner runs a chapter, that chapter's staging
+    folder takes the place of its default folder, so a chapter reads its own fresh outputs, not the last run's."""
+    root = results_root() / scale
+    folders = {p.name: p for p in (root.iterdir() if root.is_dir() else [])
+               if p.is_dir() and not p.name.startswith(("seed-", "."))}
+    env = os.environ.get(CHAPTER_OUT_ENV)
+    staged = staged_dir(Path(env).name, scale) if env else None
+    if staged is not None:
+        folders[staged.name] = staged
+    return [f for name in sorted(folders) for f in sorted(folders[name].glob(pattern))]
 
 
 def default_data_root() -> Path | None:
@@ -68,6 +134,17 @@ def data_root(value: str | os.PathLike | None = None, *, need: str | None = None
     if need is not None and not (path / need).exists():
         raise FileNotFoundError(f"data_root={str(path)!r} has no {need!r} folder; put the data set at {path / need}")
     return path
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 over every .py file of nhtlib (path + bytes), 16 hex digits: changes whenever the library's code
+    changes (part of every run-cache key and of every chapter's run record)."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

@@ -8,7 +8,9 @@ book's defaults (shared/papers/nht.md §1.4, §7.1):
 * transition step: the first logged step at which a metric crosses a threshold (operational definition, a
   parameter of every chapter);
 * regime: weak (norm grows, shortcut persists), intermediate (peak then decay *and* the structured metric
-  improves), strong (nothing is learned), classified by `classify_regime` with documented thresholds.
+  improves), strong (nothing is learned), classified by `classify_regime` with documented thresholds;
+* diverged: a run whose loss or norm became non-finite (the training loop's `diverged_step` column) is *not* a
+  regime: every summary labels it DIVERGED, leaves its measured quantities NaN, and the regime counts list it apart.
 """
 from __future__ import annotations
 
@@ -20,6 +22,20 @@ import numpy as np
 from .config import Config, check_range
 
 REGIMES = ("weak", "intermediate", "strong")
+DIVERGED = "diverged"  # the label of a diverged run in every summary (never one of REGIMES)
+
+
+def diverged_step(run_table) -> float:
+    """The step at which one run's table (rows of one member) diverged, NaN when it did not (or when the table
+    predates divergence tracking and has no `diverged_step` column)."""
+    if "diverged_step" not in run_table or not run_table["diverged_step"].notna().any():
+        return float("nan")
+    return float(run_table["diverged_step"].dropna().iloc[0])
+
+
+def diverged_row(keys: dict, step: float) -> dict:
+    """The summary row of a diverged run: its keys, regime DIVERGED and the step; every other column is NaN."""
+    return {**keys, "regime": DIVERGED, "diverged_step": step}
 
 
 def _as_arrays(steps: Sequence[float], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -153,13 +169,17 @@ def summarise_runs(table, by: Sequence[str] = ("run",), *, norm: str = "norm_sq"
     T_struct (first step with `structured` >= structured_threshold: the transition time), delay = T_struct - T_fit,
     V_fit (norm at T_fit: the shortcut solution's V_sc), V_final (norm at the last step: V_st as NSDL's V_post),
     V_peak, peak_step, decay_pct, regime, and for each layer L: peak_step:L, decay_pct:L, contraction_step:L
-    (see layer_contraction_step). Times are NaN when a threshold is never reached.
+    (see layer_contraction_step), diverged_step. Times are NaN when a threshold is never reached. A diverged run
+    has regime DIVERGED and NaN everywhere else (see `diverged_row`).
     """
     import pandas as pd
 
     rows = []
     for key, g in table.sort_values("step").groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
+        if np.isfinite(diverged_step(g)):
+            rows.append(diverged_row(dict(zip(by, key)), diverged_step(g)))
+            continue
         s = g["step"].to_numpy(float)
         v = g[norm].to_numpy(float)
         t_fit = transition_step(s, g[learned], learned_threshold)
@@ -178,8 +198,12 @@ def summarise_runs(table, by: Sequence[str] = ("run",), *, norm: str = "norm_sq"
             row[f"peak_step:{layer}"] = peak_step(s, lv)
             row[f"decay_pct:{layer}"] = decay_percent(s, lv)
             row[f"contraction_step:{layer}"] = layer_contraction_step(s, lv, contraction_fraction)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        rows.append({**row, "diverged_step": float("nan")})
+    columns = [*by, "T_fit", "T_struct", "delay", "V_fit", "V_final", "V_peak", "peak_step", "decay_pct", "regime",
+               f"final_{learned}", f"final_{structured}",
+               *[f"{q}:{layer}" for layer in layers for q in ("peak_step", "decay_pct", "contraction_step")],
+               "diverged_step"]
+    return pd.DataFrame(rows).reindex(columns=columns)  # every column, also when every run diverged
 
 
 def separation_score(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[float], *,
@@ -200,14 +224,21 @@ def separation_score(steps: Sequence[float], norm: Sequence[float], reliance: Se
 
 
 def regime_counts(regimes: Sequence[str]) -> str:
-    """How many seeds fell in each regime, as "weak/intermediate/strong" counts, e.g. "0/2/1"."""
+    """How many seeds fell in each regime, as "weak/intermediate/strong" counts, e.g. "0/2/1"; diverged seeds are
+    counted apart, e.g. "0/1/1 (+1 diverged)"."""
     regimes = list(regimes)
-    return "/".join(str(regimes.count(r)) for r in REGIMES)
+    counts = "/".join(str(regimes.count(r)) for r in REGIMES)
+    n_diverged = regimes.count(DIVERGED)
+    return counts + (f" (+{n_diverged} diverged)" if n_diverged else "")
 
 
 def majority_regime(regimes: Sequence[str]) -> str:
-    """The most common regime among seeds (ties broken towards 'intermediate', then 'weak')."""
-    counts = {r: list(regimes).count(r) for r in REGIMES}
+    """The most common regime among the seeds that did not diverge (ties broken towards 'intermediate', then
+    'weak'); DIVERGED only when every seed diverged."""
+    regimes = [r for r in regimes if r != DIVERGED]
+    if not regimes:
+        return DIVERGED
+    counts = {r: regimes.count(r) for r in REGIMES}
     best = max(counts.values())
     for r in ("intermediate", "weak", "strong"):
         if counts[r] == best:

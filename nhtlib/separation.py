@@ -19,7 +19,7 @@ import pandas as pd
 
 from . import regimes
 from .config import ConfigError
-from .paths import chapter_dir, results_root
+from .paths import chapter_dir, chapter_files
 
 COLUMNS = ["domain", "chapter", "weight_decay", "seed", "regime", "pooled", "S", "signal", "scale"]
 # the paper's values (Table 3, §5.9): domain -> (number for plots, as printed)
@@ -36,13 +36,17 @@ def per_run(table: pd.DataFrame, by: Sequence[str], reliance: str, *, time: str 
             start: pd.Series | None = None, min_points: int = 3) -> pd.Series:
     """S_traj of every run of a training table (one row per logged step): the Spearman correlation of `norm` and the
     shortcut-reliance column `reliance` over the run's points from `start` on (a Series indexed like the runs, e.g.
-    T_mem; default: the norm's peak). Indexed by the `by` columns, named "S"; NaN where a run has too few points."""
+    T_mem; default: the norm's peak). Indexed by the `by` columns, named "S"; NaN where a run has too few points
+    or diverged."""
     by = list(by)
     keys, values = [], []
     for key, g in table.sort_values(time).groupby(by, sort=True):
         key = key[0] if len(by) == 1 else key
         t0 = start.get(key, np.nan) if start is not None else None
         keys.append(key)
+        if np.isfinite(regimes.diverged_step(g)):  # a diverged run has no contraction phase to score
+            values.append(np.nan)
+            continue
         values.append(regimes.separation_score(g[time], g[norm], g[reliance], start=t0, min_points=min_points))
     index = pd.MultiIndex.from_tuples(keys, names=by) if len(by) > 1 else pd.Index(keys, name=by[0])
     return pd.Series(values, index=index, name="S", dtype=float)
@@ -82,8 +86,9 @@ def record(chapter: str, scale: str, domain: str, scores: pd.DataFrame, *, signa
 
 
 def load(scale: str) -> pd.DataFrame:
-    """Every chapter's recorded scores at this scale (one row per run)."""
-    files = sorted((results_root() / scale).glob("*/separation-*.csv"))
+    """Every chapter's recorded scores at this scale (one row per run), from the default (book-seed) folders; while
+    the chapter runner stages a chapter, that chapter's fresh files (see `nht.paths.chapter_files`)."""
+    files = chapter_files(scale, "separation-*.csv")
     frames = [pd.read_csv(f) for f in files]
     if not frames:
         return pd.DataFrame(columns=COLUMNS)

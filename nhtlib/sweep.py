@@ -4,11 +4,17 @@ A `RunConfig` fully determines one member's result (task, model, training, seed)
 member up in the run cache; the missing ones are grouped into batches of members that differ only in seed, lr and
 weight decay (the batched loop trains them together, each with its own values), trained with checkpoints, stored
 member by member, and everything is returned as one tidy table with the varying config fields as columns.
+
+A member's cache key is its config, nhtlib's source hash, and the fingerprint of the data files its task reads
+(`TaskConfig.data_fingerprint`): a run trained on one copy of a data set is never served for another. Before anything
+is trained the cache is checked to be writable, so a read-only cache fails in seconds, not after hours of training.
+Members that diverge (non-finite loss or norm) are stored as diverged (`diverged_step`) and reported.
 """
 from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -92,6 +98,23 @@ def varying_columns(configs: Sequence[RunConfig]) -> pd.DataFrame:
     return pd.DataFrame([{n: f.get(k) for n, k in zip(names, keys)} for f in flat])
 
 
+_UNSET = object()
+
+
+def member_key(config: RunConfig, extra_metrics_key: str | None = None, *, data_fingerprint=_UNSET) -> str:
+    """The run-cache key of one member: its config, the fingerprint of the data its task reads (computed unless
+    given), the identity of its extra metrics, and (through `run_key`) nhtlib's version and source hash."""
+    fingerprint = config.task.data_fingerprint() if data_fingerprint is _UNSET else data_fingerprint
+    identity = {**config.to_dict(), "data": fingerprint}
+    if extra_metrics_key:
+        identity["extra_metrics"] = extra_metrics_key
+    return run_key(identity)
+
+
+def _data_identity(config: RunConfig) -> tuple:
+    return config.task.digest(), str(getattr(config.task, "data_root", None))
+
+
 def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache | None = None,
         max_members: int = 256, progress: bool = True, extra_metrics: ExtraMetrics | None = None,
         extra_metrics_key: str | None = None, desc: str = "training") -> pd.DataFrame:
@@ -109,7 +132,12 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
     metrics_id = None
     if extra_metrics is not None:
         metrics_id = extra_metrics_key or f"{extra_metrics.__module__}.{extra_metrics.__qualname__}"
-    keys = [run_key({**c.to_dict(), "extra_metrics": metrics_id} if metrics_id else c.to_dict()) for c in configs]
+    # one data fingerprint per distinct task and data copy (data_root is not in the task's digest, but its files are)
+    fingerprints: dict[tuple, str | None] = {}
+    for c in configs:
+        if _data_identity(c) not in fingerprints:
+            fingerprints[_data_identity(c)] = c.task.data_fingerprint()
+    keys = [member_key(c, metrics_id, data_fingerprint=fingerprints[_data_identity(c)]) for c in configs]
     tables: dict[str, pd.DataFrame] = {}
     missing: dict[str, list[int]] = {}  # batch signature -> indices of configs to train (one per distinct key)
     queued: set[str] = set()
@@ -122,13 +150,18 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
         else:
             queued.add(key)
             missing.setdefault(config.batch_signature(), []).append(i)
+    if missing:
+        cache.check_writable()  # fail now, not after the training
     for indices in missing.values():
         for start in range(0, len(indices), max_members):
             chunk = indices[start:start + max_members]
-            _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
-                         extra_metrics, desc)
+            trained = _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
+                                   extra_metrics, desc)
             for i in chunk:
-                tables[keys[i]] = cache.load(keys[i])
+                # read back what was stored (the same dtypes as any later cache hit); another process training the
+                # same member may have stored its own equal table meanwhile, which is as good
+                stored = cache.load(keys[i])
+                tables[keys[i]] = stored if stored is not None else trained[keys[i]]
     columns = varying_columns(configs)
     frames = []
     for i, key in enumerate(keys):
@@ -141,7 +174,8 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
 
 
 def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, device: str, progress: bool,
-                 extra_metrics: ExtraMetrics | None, desc: str) -> None:
+                 extra_metrics: ExtraMetrics | None, desc: str) -> dict[str, pd.DataFrame]:
+    """Train one batch of members, store each in the cache, return {key: table}."""
     first = configs[0]
     seeds = [c.seed for c in configs]
     data = stack_members([c.task.build(c.seed) for c in configs]).to(device)
@@ -153,9 +187,19 @@ def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, dev
                    weight_decays=[c.train.weight_decay for c in configs], checkpoint_path=checkpoint,
                    extra_metrics=extra_metrics, progress=progress, desc=f"{desc} ({len(configs)} members)")
     wall = time.perf_counter() - started
+    fingerprint = first.task.data_fingerprint()  # members of a batch read the same data
     for config, key, table in zip(configs, keys, tables):
+        diverged_step = float(table["diverged_step"].iloc[0]) if len(table) else float("nan")
         cache.save(key, table, config.to_dict(), device=str(device), wall_time_s=wall,
-                   extra={"batch_members": len(configs)})
+                   extra={"batch_members": len(configs), "data_fingerprint": fingerprint,
+                          "diverged_step": None if diverged_step != diverged_step else int(diverged_step)})
+    diverged = [(c, t["diverged_step"].iloc[0]) for c, t in zip(configs, tables) if t["diverged_step"].notna().any()]
+    if diverged:
+        listed = ", ".join(f"seed {c.seed} lr {c.train.lr:g} wd {c.train.weight_decay:g} at step {int(d)}"
+                           for c, d in diverged[:5])
+        warnings.warn(f"{len(diverged)} of {len(configs)} members diverged (non-finite loss or norm) and are recorded "
+                      f"as diverged, not as results: {listed}{' ...' if len(diverged) > 5 else ''}", stacklevel=3)
     checkpoint.unlink(missing_ok=True)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
+    return dict(zip(keys, tables))

@@ -9,6 +9,12 @@ member (one row per logged step).
 A checkpoint (parameters, buffers such as BatchNorm statistics, optimiser state, data-order RNG, rows so far) is
 written atomically at log steps when
 `checkpoint_path` is given, so a killed run resumes where it stopped and produces the same table as an unkilled one.
+A checkpoint that cannot be parsed is discarded with a warning naming its path (training restarts from step 0).
+
+Divergence: a member whose training loss (checked at every step, on the device, without a host synchronisation) or
+squared norm (checked at every log step) is not finite is *diverged*: it is stopped (its loss no longer enters the
+backward pass, its rows end at the last finite log) and its table carries the step in the column `diverged_step`
+(NaN for members that did not diverge). The other members go on unaffected: members share no parameters.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import torch
 from torch import nn
 from tqdm import tqdm  # plain text bars: no widget dependency in notebooks
 
-from .paths import atomic_torch_save
+from .cache import load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .data import Dataset, Split
 from .norms import layer_squared_norms, norm_columns
@@ -133,7 +139,9 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
 
     lrs / weight_decays: one value per member (default: cfg.lr / cfg.weight_decay for all).
     Columns of each table: step, lr_now (scheduled lr), <split>_loss, <split>_acc for every split, norm_sq,
-    norm_sq:<layer>, extra metrics, wall_s.
+    norm_sq:<layer>, extra metrics, wall_s, diverged_step (the first step with a non-finite training loss or norm;
+    NaN unless the member diverged, in which case its rows stop at the last finite log step; a member that is not
+    finite at initialisation keeps its step-0 row).
     """
     k_members = len(seeds)
     device = next(model.parameters()).device
@@ -150,8 +158,11 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
     rows: list[list[dict]] = [[] for _ in range(k_members)]
     start_step, elapsed_before = 0, 0.0
 
-    if checkpoint_path is not None and checkpoint_path.exists():
-        state = torch.load(checkpoint_path, map_location=device, weights_only=False)
+    # diverged_at: first step with a non-finite loss or norm, per member (-1 = finite so far); kept on the device
+    diverged_at = torch.full((k_members,), -1, dtype=torch.int64, device=device)
+
+    state = load_checkpoint(checkpoint_path, map_location=device) if checkpoint_path is not None else None
+    if state is not None:
         with torch.no_grad():
             for p, saved in zip(model.parameters(), state["params"]):
                 p.copy_(saved)
@@ -160,6 +171,8 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         optimizer.load_state_dict(state["optimizer"])
         sampler.load_state_dict(state["sampler"])
         rows, start_step, elapsed_before = state["rows"], state["step"], state["elapsed"]
+        if "diverged_at" in state:
+            diverged_at.copy_(state["diverged_at"])
 
     def log(step: int, elapsed: float) -> None:
         model.eval()
@@ -172,8 +185,14 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         if extra_metrics is not None:
             values.update(extra_metrics(model, data))
         model.train()
+        # a non-finite norm diverges the member at this log step (if its loss had not already)
+        newly = (diverged_at < 0) & ~torch.isfinite(values["norm_sq"]).to(device)
+        diverged_at.masked_fill_(newly, step)
+        dead = (diverged_at >= 0).tolist()
         factor = lr_factor(cfg.lr_schedule, min(step, cfg.steps - 1), cfg.steps)
         for k in range(k_members):
+            if dead[k] and rows[k]:  # rows stop at the last finite log: NaN logits still "predict" class 0
+                continue
             row = {"step": step, "lr_now": float(lrs_t[k]) * factor}
             row.update({name: float(v[k]) for name, v in values.items()})
             row["wall_s"] = elapsed
@@ -189,7 +208,11 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
     for step in range(start_step, cfg.steps):
         idx = sampler.next()
         x, y = select(train_split, idx, k_members)
-        loss = member_loss(model(x), y).sum()  # members are independent: d(sum)/d(theta_k) = d(loss_k)/d(theta_k)
+        losses = member_loss(model(x), y)
+        diverged_at.masked_fill_((diverged_at < 0) & ~torch.isfinite(losses.detach()), step)
+        alive = diverged_at < 0
+        # members are independent: d(sum)/d(theta_k) = d(loss_k)/d(theta_k); a diverged member's loss is left out
+        loss = torch.where(alive, losses, torch.zeros_like(losses)).sum()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step(lr_factor(cfg.lr_schedule, step, cfg.steps))
@@ -197,15 +220,19 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         bar.update(1)
         if done in next_logs:
             log(done, time.perf_counter() - t0)
-            bar.set_postfix(loss=f"{loss.item() / k_members:.3g}")
+            n_alive = int((diverged_at < 0).sum())
+            bar.set_postfix(loss=f"{loss.item() / max(1, n_alive):.3g}")
+            if n_alive == 0:  # every member diverged: nothing left to train
+                break
             due = cfg.checkpoint_every and done % cfg.checkpoint_every == 0
             if checkpoint_path is not None and done < cfg.steps and (
                     due or time.perf_counter() - last_save >= checkpoint_seconds):
-                atomic_torch_save({"params": [p.detach().cpu() for p in model.parameters()],
-                                   "buffers": [b.detach().cpu() for b in model.buffers()],
-                                   "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict(),
-                                   "rows": rows, "step": done, "elapsed": time.perf_counter() - t0},
-                                  checkpoint_path)
+                save_checkpoint({"params": [p.detach().cpu() for p in model.parameters()],
+                                 "buffers": [b.detach().cpu() for b in model.buffers()],
+                                 "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict(),
+                                 "rows": rows, "step": done, "elapsed": time.perf_counter() - t0,
+                                 "diverged_at": diverged_at.cpu()}, checkpoint_path)
                 last_save = time.perf_counter()
     bar.close()
-    return [pd.DataFrame(r) for r in rows]
+    diverged = [float(d) if d >= 0 else float("nan") for d in diverged_at.tolist()]
+    return [pd.DataFrame(r).assign(diverged_step=d) for r, d in zip(rows, diverged)]

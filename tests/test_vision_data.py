@@ -9,22 +9,24 @@ import torch
 from nhtlib.data import cifar, mnist
 
 
-def write_cifar10_pickles(root, n=6):
+def write_cifar10_pickles(root, n=10, seed=0, str_keys=False, names=None):
+    """A CIFAR-10 pickle layout: n random images per batch, labels cycling through the 10 classes. Keys are bytes
+    (as a Python 3 script writes them) or, with str_keys, str (as the official Python 2 files read)."""
     folder = root / "cifar10" / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"labels": list(np.arange(n) % 10)}
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for name in names or [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), "labels": [int(i % 10) for i in range(n)]}
         with open(folder / name, "wb") as fh:
-            pickle.dump(batch, fh)
+            pickle.dump(batch if str_keys else {k.encode(): v for k, v in batch.items()}, fh)
     return folder
 
 
 def test_cifar10_pickles_and_cache(tmp_path):
     write_cifar10_pickles(tmp_path)
     arrays = cifar.load_cifar("cifar10", str(tmp_path))
-    assert arrays["train"][0].shape == (30, 3, 32, 32) and arrays["train"][0].dtype == torch.uint8
-    assert arrays["test"][1].tolist() == [0, 1, 2, 3, 4, 5]
+    assert arrays["train"][0].shape == (50, 3, 32, 32) and arrays["train"][0].dtype == torch.uint8
+    assert arrays["test"][1].tolist() == list(range(10))
     again = cifar.load_cifar("cifar10", str(tmp_path))  # from the cache
     assert torch.equal(again["train"][0], arrays["train"][0])
 
@@ -32,12 +34,12 @@ def test_cifar10_pickles_and_cache(tmp_path):
 def test_cifar100_pickles_fine_labels(tmp_path):
     folder = tmp_path / "cifar-100-python"
     folder.mkdir()
-    for name, n in (("train", 8), ("test", 4)):
+    for name, n in (("train", 200), ("test", 100)):  # every one of the 100 classes (a missing class is refused)
         with open(folder / name, "wb") as fh:
-            pickle.dump({b"data": np.zeros((n, 3072), np.uint8), b"fine_labels": list(range(n)),
+            pickle.dump({b"data": np.zeros((n, 3072), np.uint8), b"fine_labels": [i % 100 for i in range(n)],
                          b"coarse_labels": [0] * n}, fh)
     arrays = cifar.load_cifar("cifar100", str(tmp_path))
-    assert arrays["train"][1].tolist() == list(range(8))
+    assert arrays["train"][1].tolist() == [i % 100 for i in range(200)]
 
 
 def test_image_folder_and_task(tmp_path):

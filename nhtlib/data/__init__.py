@@ -76,8 +76,9 @@ class TaskConfig(Config):
         """A hash of the files this task reads (None: the data are generated in code from the config alone).
 
         It is part of every run's identity in the run cache, so a run trained on one copy of a data set is never
-        served for another. Raises the loader's FileNotFoundError when the data are not where the task looks."""
+        served for another. Raises the loader's FileNotFoundError when the data are not where the task looks.
+        File-reading tasks compute it with `nhtlib.data.files` (content hash, memoised by stat signature)."""
         return None
 
 # one module per data set (grouped: the layout shared by the group-labelled ones)
-from . import borders, celeba, cifar, grouped, mnist, modular, toy, waterbirds  # noqa: E402,F401
+from . import borders, celeba, cifar, files, grouped, mnist, modular, toy, waterbirds  # noqa: E402,F401

@@ -118,9 +118,16 @@ class BorderCIFARTask(TaskConfig):
                 check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("shortcut_per_class", self.shortcut_per_class, 1, None, integer=True)
 
+    def image_task(self) -> CIFARTask:
+        """The CIFARTask whose images get the borders (same subset sizes, image size and data)."""
+        return CIFARTask(dataset=self.dataset, n_train=self.n_train, n_test=self.n_test, image_size=self.image_size,
+                         data_root=self.data_root)
+
+    def data_fingerprint(self) -> str:
+        return self.image_task().data_fingerprint()
+
     def build(self, seed: int) -> Dataset:
-        images = CIFARTask(dataset=self.dataset, n_train=self.n_train, n_test=self.n_test,
-                           image_size=self.image_size, data_root=self.data_root).build(seed)
+        images = self.image_task().build(seed)
         mean, std = MEAN[self.dataset], STD[self.dataset]
         raw = {name: (standardise(images.splits[name].x, mean, std, inverse=True), images.splits[name].y)
                for name in ("train", "test")}  # back to [0, 1]: borders are drawn before standardisation
@@ -129,4 +136,5 @@ class BorderCIFARTask(TaskConfig):
                                mean=mean, std=std)
         return Dataset(splits, n_classes=images.n_classes, meta={"chance": 1.0 / images.n_classes,
                                                                  "dataset": self.dataset, "rho": self.rho,
-                                                                 "palette": PALETTE.tolist(), "gray": GRAY})
+                                                                 "palette": PALETTE.tolist(), "gray": GRAY,
+                                                                 "data": images.meta["data"]})

@@ -8,13 +8,19 @@ Layout (the official one, as in torchvision's ``celeba/`` folder) under ``<data_
     list_eval_partition.txt             "<file> 0|1|2" (train / val / test)
     identity_CelebA.txt                 "<file> <identity>" (needed only for split="identity")
 
-Only rows whose image file exists are kept, so the loader works on any subset (the book's offline copy holds
-5,732 images of 200 identities, shared/data/README.md). The bbox / landmark files are not needed.
+Only rows whose image file exists are kept, so the loader works on any subset, by design (the book's offline copy
+holds 5,732 images of 200 identities, shared/data/README.md); the note in meta says how many are present, and
+`CelebATask` refuses an n_train larger than the training split. The bbox / landmark files are not needed. The
+annotation files are parsed here with pandas, not with torchvision's ``CelebA`` class, which needs the bbox and
+landmark files, checks the official MD5s and indexes all 202,599 images.
 
-`load_celeba(data_root, image_size)` decodes every present image once: centre crop 178 x 178 (the square of side
-min(width, height) at the centre), then resize to image_size x image_size with PIL's "box" filter (an area average,
-i.e. anti-aliased down-sampling), cached as uint8 under results_root()/data_cache keyed by the image folder and
-image_size. `CelebATask` builds the grouped Dataset of `nhtlib.metrics.groups`: y = target attribute (default
+`load_celeba(data_root, image_size)` decodes every present annotated image once (``torchvision.io.decode_image``,
+`files.read_image`, which names a corrupt file): centre crop 178 x 178 (the square of side min(width, height) at the
+centre), then resize to image_size x image_size with Pillow's "box" filter (an area average, i.e. anti-aliased
+down-sampling; `files.resample` reproduces Pillow's output exactly), cached as uint8 under
+results_root()/data_cache keyed by the content fingerprint of the decoded images and image_size. The task's data
+fingerprint covers the three annotation files and every .jpg present (so it needs no parse of the 26 MB attribute
+file). `CelebATask` builds the grouped Dataset of `nhtlib.metrics.groups`: y = target attribute (default
 Smiling), a = spurious attribute (default Blond_Hair), split "train" plus one split per non-empty test group
 ``test_y{y}a{a}``. Pixels are standardised with mean = std = 0.5 per channel (x in [-1, 1]): a fixed, documented
 choice rather than statistics of whichever subset is present.
@@ -46,7 +52,8 @@ from ..config import ConfigError, check_choice, check_range, not_identity
 from ..metrics.groups import count_groups, group_split_name
 from ..paths import data_root as resolve_data_root
 from . import Dataset, TaskConfig
-from .cifar import cached_decode, to_float
+from .cifar import to_float
+from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
 from .grouped import grouped_dataset, small_groups_text, stratified_subset
 
 # the 40 attribute names of list_attr_celeba.txt, in file order (shared/data/README.md, celeba/)
@@ -96,19 +103,32 @@ def _read_column(path: Path, name: str) -> pd.Series:
 
 
 def _decode(folder: Path, files: Sequence[str], image_size: int) -> dict:
-    from PIL import Image
-
-    x = np.empty((len(files), image_size, image_size, 3), np.uint8)
+    """{"images": (uint8 (N, 3, S, S) centre-square-cropped, box-filtered images, int64 (N,) image ids)}."""
+    x = torch.empty((len(files), 3, image_size, image_size), dtype=torch.uint8)
     for i, name in enumerate(files):
-        with Image.open(folder / name) as im:
-            im = im.convert("RGB")
-            w, h = im.size
-            side = min(w, h)  # 178 for the aligned 178 x 218 images
-            left, top = (w - side) // 2, (h - side) // 2
-            im = im.resize((image_size, image_size), Image.Resampling.BOX, box=(left, top, left + side, top + side))
-            x[i] = np.asarray(im, dtype=np.uint8)
+        image = read_image(folder / name)
+        h, w = image.shape[1:]
+        side = min(w, h)  # 178 for the aligned 178 x 218 images
+        left, top = (w - side) // 2, (h - side) // 2
+        x[i] = resample(image, (image_size, image_size), "box", box=(left, top, left + side, top + side))
     ids = torch.tensor([int(Path(f).stem) for f in files], dtype=torch.int64)
-    return {"images": (torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), ids)}
+    return {"images": (x, ids)}
+
+
+def _present_images(image_dir: Path) -> list[str]:
+    with os.scandir(image_dir) as entries:
+        return sorted(e.name for e in entries if e.name.lower().endswith(".jpg"))
+
+
+def _annotation_files(folder: Path) -> list[str]:
+    return [f for f in (ATTR_FILE, PARTITION_FILE, IDENTITY_FILE) if (folder / f).is_file()]
+
+
+def celeba_fingerprint(data_root: str | None = None) -> str:
+    """Content fingerprint of the annotation files and every .jpg of img_align_celeba/ (see nhtlib.data.files)."""
+    folder = find_celeba(data_root)
+    rels = _annotation_files(folder) + [f"{IMAGE_DIR}/{f}" for f in _present_images(folder / IMAGE_DIR)]
+    return fingerprint(file_digests(folder, rels))
 
 
 def load_celeba(data_root: str | None = None, image_size: int = 64) -> dict:
@@ -116,24 +136,26 @@ def load_celeba(data_root: str | None = None, image_size: int = 64) -> dict:
 
     Returns {"x": uint8 tensor (N, 3, S, S) (centre square crop, box-filter resize), "ids": list of N file names,
     "attrs": DataFrame (N, 40) of 0/1 ints indexed by file name, "partition": int64 array (N,) of 0/1/2,
-    "identity": int64 array (N,) or None when identity_CelebA.txt is absent, "folder": the celeba folder}.
+    "identity": int64 array (N,) or None when identity_CelebA.txt is absent, "folder": the celeba folder,
+    "data": what meta["data"] records (folder, files, bytes, fingerprint of annotations + present images)}.
     Images without an annotation row are dropped (the official files annotate all 202,599)."""
     folder = find_celeba(data_root)
     image_dir = folder / IMAGE_DIR
     attrs = read_attributes(folder / ATTR_FILE)
-    with os.scandir(image_dir) as entries:
-        present = sorted(e.name for e in entries if e.name.lower().endswith(".jpg"))
+    present = _present_images(image_dir)
     files = sorted(set(present) & set(attrs.index))
     if not files:
         raise FileNotFoundError(f"{image_dir} holds no annotated image (<6-digit id>.jpg listed in {ATTR_FILE})")
-    # the cache key is the image folder (its mtime changes when images are added or removed) and the size
-    arrays = cached_decode(image_dir, f"celeba-{image_size}", lambda: _decode(image_dir, files, image_size))
+    images = [f"{IMAGE_DIR}/{f}" for f in present]
+    digests = file_digests(folder, _annotation_files(folder) + images)
+    decoded = fingerprint({rel: digests[rel] for rel in (f"{IMAGE_DIR}/{f}" for f in files)})
+    arrays = cached_decode(f"celeba-{image_size}", decoded, lambda: _decode(image_dir, files, image_size))
     x, ids = arrays["images"]
     files = [f"{int(i):06d}.jpg" for i in ids.tolist()]
     identity = None
     if (folder / IDENTITY_FILE).is_file():
         identity = _read_column(folder / IDENTITY_FILE, "identity").loc[files].to_numpy(np.int64)
-    return {"x": x, "ids": files, "attrs": attrs.loc[files], "folder": folder,
+    return {"x": x, "ids": files, "attrs": attrs.loc[files], "folder": folder, "data": describe(folder, digests),
             "partition": _read_column(folder / PARTITION_FILE, "partition").loc[files].to_numpy(np.int64),
             "identity": identity}
 
@@ -234,6 +256,9 @@ class CelebATask(TaskConfig):
             check_range("n_train", self.n_train, 1, None, integer=True)
         check_range("split_seed", self.split_seed, 0, None, integer=True)
 
+    def data_fingerprint(self) -> str:
+        return celeba_fingerprint(self.data_root)
+
     def build(self, seed: int) -> Dataset:
         """The Dataset (seed is unused: the data are the same for every seed)."""
         data = load_celeba(self.data_root, self.image_size)
@@ -272,4 +297,4 @@ class CelebATask(TaskConfig):
                 f"test {len(test_idx):,} images; {small_groups_text(test_groups)}.")
         return grouped_dataset(floats(train_idx), y[train_idx], a[train_idx], floats(test_idx), y[test_idx],
                                a[test_idx], eval_split="test", target=self.target, spurious=self.spurious,
-                               note=note, n_images=len(y), n_identities=n_ids, split=self.split)
+                               note=note, n_images=len(y), n_identities=n_ids, split=self.split, data=data["data"])

@@ -1,92 +1,66 @@
-"""CIFAR-10 and CIFAR-100 from local files (never downloaded), decoded once and cached as uint8 tensors.
+"""CIFAR-10 and CIFAR-100 from local files (never downloaded), checked complete, decoded once and cached.
 
 `load_cifar(name, data_root)` looks under the data root (see `nht.paths.data_root`) for, in this order:
 
-* the standard python pickles: ``<root>/<name>/cifar-10-batches-py/`` (or ``<root>/cifar-10-batches-py/``) with
-  ``data_batch_1..5`` and ``test_batch``; ``<root>/<name>/cifar-100-python/`` (or ``<root>/cifar-100-python/``)
-  with ``train`` and ``test`` (fine labels);
+* the standard python pickles, read by torchvision's ``CIFAR10`` / ``CIFAR100`` readers:
+  ``<root>/<name>/cifar-10-batches-py/`` (or ``<root>/cifar-10-batches-py/``) with all of ``data_batch_1..5`` and
+  ``test_batch``; ``<root>/<name>/cifar-100-python/`` (or ``<root>/cifar-100-python/``) with ``train`` and ``test``
+  (fine labels). torchvision's own check compares every file with the official MD5 and refuses anything else with
+  "Dataset not found or corrupted" (naming no file); our subclasses replace that check by a completeness check that
+  names the missing files, so copies that are not byte-identical to the official ones (re-pickled, fixtures) still
+  load, and Dataset.meta["data"]["official_md5"] records whether they are the official files (the MD5 comes with
+  the content fingerprint, in the same read). The optional ``batches.meta`` / ``meta`` file (class names) is not
+  read. When torchvision's reader fails (it names no file) the pickles are read one by one here: a truncated or
+  corrupt one is named, and batches written by Python 3 with bytes keys (b"data", which torchvision's reader cannot
+  read and earlier versions of this loader accepted) are parsed here.
 * an ImageFolder tree of the same data: ``<root>/<name>/{train,test}/<class>/*.{png,jpg,jpeg}`` with classes in
   alphabetical order = label indices (the book's offline ``cifar10/`` is this: JPEG, 3,000 train images per class).
+  Images are decoded by ``torchvision.io.decode_image`` (`files.read_image`, which names a corrupt file); images
+  that are not 32 x 32 are resized like PIL's default ``resize((32, 32))`` (bicubic, `files.resample`). The tree is
+  listed here rather than by torchvision's ``ImageFolder`` because a task reads only the first files of every class
+  and the same listing feeds the fingerprint.
 
-It returns {"train": (x, y), "test": (x, y)} with x uint8 (N, 3, 32, 32) and y int64 (N,). The decoded tensors
-are cached under results_root()/data_cache/, keyed by the source path and its modification time.
-`CIFARTask` turns them into a Dataset: a class-balanced subset, optional down-sampling (e.g. 16 x 16 for CPU
-runs), per-channel standardisation, optional label shuffling. No augmentation.
+It returns {"train": (x, y), "test": (x, y)} with x uint8 (N, 3, 32, 32) and y int64 (N,). Nothing is silently
+dropped: missing pickles, a missing or empty class folder and labels missing a class are refused, naming what was
+found, what was expected and where. The decoded tensors are cached under results_root()/data_cache/, keyed by the
+content fingerprint of the files read (`files.cached_decode`), so an overwritten file is decoded again.
+
+`CIFARTask` turns them into a Dataset: a class-balanced subset whose every prefix is class-balanced too
+(`balanced_subset`), optional down-sampling (e.g. 16 x 16 for CPU runs), per-channel standardisation, optional label
+shuffling. No augmentation. Asking for more images per class than the data hold is an error, not a smaller set.
 """
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
+import numpy as np
 import torch
 
-from ..config import check_choice, check_range, not_identity, stable_hash
+from ..config import check_choice, check_range, not_identity
 from ..paths import data_root as resolve_data_root
-from ..paths import results_root
 from . import Dataset, Split, TaskConfig
+from .files import cached_decode  # noqa: F401  (its home was this module; kept importable from here)
+from .files import (Arrays, DataFileError, describe, file_digests, fingerprint, read_image, reading,
+                    require_files, resample)
 
 N_CLASSES = {"cifar10": 10, "cifar100": 100}
 PICKLE_DIRS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+PICKLE_FILES = {"cifar10": {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]},
+                "cifar100": {"train": ["train"], "test": ["test"]}}  # = torchvision's train_list / test_list names
 MEAN = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409)}
 STD = {"cifar10": (0.2470, 0.2435, 0.2616), "cifar100": (0.2673, 0.2564, 0.2762)}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-
-Arrays = dict[str, tuple[torch.Tensor, torch.Tensor]]
-
-
-def cached_decode(source: Path, tag: str, decode: Callable[[], Arrays]) -> Arrays:
-    """decode() once per (source path, mtime); later calls read the cached .pt from results_root()/data_cache."""
-    key = stable_hash({"path": str(source.resolve()), "mtime": source.stat().st_mtime_ns, "tag": tag})
-    path = results_root() / "data_cache" / f"{tag}-{key}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=True)
-    arrays = decode()
-    from ..paths import atomic_torch_save
-
-    atomic_torch_save(arrays, path)
-    return arrays
+SPLITS = ("train", "test")
+SUBSET_SEED = 0  # shuffles the class order within each round of `class_interleaved_order` (fixed: not the run seed)
+PICKLE_HINT = ("Put the complete python-version data set there (the folder torchvision's CIFAR10 / CIFAR100 "
+               "download creates), or pass data_root.")
 
 
-def _read_pickle(path: Path) -> dict:
-    with open(path, "rb") as fh:
-        return pickle.load(fh, encoding="bytes")
-
-
-def _decode_pickles(folder: Path, name: str) -> Arrays:
-    files = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
-    if name == "cifar100":
-        files = {"train": ["train"], "test": ["test"]}
-    label_key = b"fine_labels" if name == "cifar100" else b"labels"
-    out: Arrays = {}
-    for split, names in files.items():
-        batches = [_read_pickle(folder / f) for f in names if (folder / f).exists()]
-        if not batches:
-            raise FileNotFoundError(f"{folder} has none of {names}")
-        x = torch.cat([torch.as_tensor(b[b"data"]).reshape(-1, 3, 32, 32) for b in batches]).to(torch.uint8)
-        y = torch.cat([torch.as_tensor(b[label_key]) for b in batches]).long()
-        out[split] = (x, y)
-    return out
-
-
-def _decode_image_folder(root: Path, max_per_class: int | None = None) -> Arrays:
-    import numpy as np
-    from PIL import Image
-
-    out: Arrays = {}
-    for split in ("train", "test"):
-        classes = sorted(d.name for d in (root / split).iterdir() if d.is_dir())
-        xs, ys = [], []
-        for label, cls in enumerate(classes):
-            files = [f for f in sorted((root / split / cls).iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
-            for f in files[:max_per_class]:
-                with Image.open(f) as im:
-                    xs.append(np.asarray(im.convert("RGB").resize((32, 32)), dtype=np.uint8))
-                ys.append(label)
-        out[split] = (torch.from_numpy(np.stack(xs)).permute(0, 3, 1, 2).contiguous(), torch.tensor(ys))
-    return out
-
+# ------------------------------------------------------------------------------------------- where the files are
 
 def find_cifar(name: str, data_root: str | None = None) -> tuple[str, Path]:
     """('pickle' | 'folder', path) of the first layout found; FileNotFoundError naming the expected layouts."""
@@ -105,23 +79,253 @@ def find_cifar(name: str, data_root: str | None = None) -> tuple[str, Path]:
         "(ImageFolder). Nothing is downloaded: put the data there or pass data_root.")
 
 
+@dataclass(frozen=True)
+class Source:
+    """The files load_cifar reads: layout ('pickle' | 'folder'), the folder, and per split the (relative path,
+    label) pairs (label -1 for pickles, whose labels are inside)."""
+
+    layout: str
+    folder: Path
+    listing: dict[str, list[tuple[str, int]]]
+
+    @property
+    def rel_paths(self) -> list[str]:
+        return [rel for items in self.listing.values() for rel, _ in items]
+
+
+def _list_class_folder(folder: Path) -> list[str]:
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in entries if e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file())
+
+
+def _list_image_folder(root: Path, name: str, max_per_class: int | None) -> dict[str, list[tuple[str, int]]]:
+    """{split: [(split/class/file, label)]}: the first max_per_class image files (sorted names) of every class.
+    Both splits must hold the data set's C class folders (the same names), each with at least one image."""
+    expected = N_CLASSES[name]
+    classes = {split: sorted(d.name for d in (root / split).iterdir() if d.is_dir()) for split in SPLITS}
+    for split, found in classes.items():
+        if len(found) != expected:
+            raise FileNotFoundError(
+                f"{root / split} holds {len(found)} class folders, {name} has {expected}: found {_few(found)}. "
+                f"Put all {expected} class folders <class>/*.png|jpg there (alphabetical order = label index).")
+    if classes["train"] != classes["test"]:
+        odd = sorted(set(classes["train"]) ^ set(classes["test"]))
+        raise FileNotFoundError(f"{root}/train and {root}/test hold different class folders (only in one: "
+                                f"{_few(odd)}); both need the same {expected} classes")
+    listing = {}
+    for split in SPLITS:
+        items = []
+        for label, cls in enumerate(classes[split]):
+            names = _list_class_folder(root / split / cls)
+            if not names:
+                raise FileNotFoundError(f"class folder {root / split / cls} holds no image (*.png|jpg|jpeg): the "
+                                        f"{split} split would have no example of class {label} ({cls!r})")
+            items += [(f"{split}/{cls}/{f}", label) for f in names[:max_per_class]]
+        listing[split] = items
+    return listing
+
+
+def _few(names, show: int = 12) -> str:
+    names = list(names)
+    return ", ".join(map(str, names[:show])) + (f" ... ({len(names)} in all)" if len(names) > show else "") or "none"
+
+
+def cifar_source(name: str, data_root: str | None = None, max_per_class: int | None = None) -> Source:
+    """The files load_cifar(name, data_root, max_per_class) reads, checked complete (FileNotFoundError naming what
+    is missing and where)."""
+    layout, folder = find_cifar(name, data_root)
+    if layout == "pickle":
+        return Source(layout, folder, {split: [(f, -1) for f in files] for split, files in PICKLE_FILES[name].items()})
+    return Source(layout, folder, _list_image_folder(folder, name, max_per_class))
+
+
+def _digests(source: Source) -> dict:
+    """Content digests of the source's files (with MD5s for pickles, to compare with the official sums)."""
+    return file_digests(source.folder, source.rel_paths, md5=source.layout == "pickle",
+                        what=f"the {source.folder.name} pickles", hint=PICKLE_HINT)
+
+
+def cifar_fingerprint(name: str, data_root: str | None = None, max_per_class: int | None = None) -> str:
+    """Content fingerprint of the files load_cifar(name, data_root, max_per_class) reads (see nhtlib.data.files)."""
+    return fingerprint(_digests(cifar_source(name, data_root, max_per_class)))
+
+
+@lru_cache(maxsize=2)
+def official_md5(name: str) -> dict[str, str]:
+    """{file: md5} of the official pickles, from torchvision's train_list / test_list."""
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    reader = {"cifar10": CIFAR10, "cifar100": CIFAR100}[name]
+    return dict(reader.train_list + reader.test_list)
+
+
+# -------------------------------------------------------------------------------------------------- decoding
+
+@lru_cache(maxsize=2)
+def _reader(name: str):
+    """torchvision's CIFAR10 / CIFAR100 with our completeness check in place of its official-MD5 check (which
+    refuses every copy that is not byte-identical to the official files and names no file)."""
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    class Checked:
+        def _check_integrity(self) -> bool:
+            folder = Path(self.root) / self.base_folder
+            names = [f for f, _ in self.train_list + self.test_list]
+            require_files(folder, names, f"the {self.base_folder} pickles", PICKLE_HINT)
+            return True
+
+        def _load_meta(self) -> None:  # class names: not needed, and the meta file is optional here
+            self.classes, self.class_to_idx = [], {}
+
+    base = {"cifar10": CIFAR10, "cifar100": CIFAR100}[name]
+    return type(f"Checked{base.__name__}", (Checked, base), {})
+
+
+def _check_batch(entry: dict) -> None:
+    """ValueError unless a loaded pickle (str keys) is a CIFAR batch: "data" uint8 (n, 3072) and n "labels" (or
+    "fine_labels")."""
+    label_key = "labels" if "labels" in entry else "fine_labels"
+    if "data" not in entry or label_key not in entry:
+        raise ValueError(f"has keys {sorted(map(str, entry))}; a CIFAR batch has 'data' and 'labels' (or "
+                         "'fine_labels')")
+    data = np.asarray(entry["data"])
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise ValueError(f"'data' is {data.dtype} {data.shape}; expected uint8 (n, 3072)")
+    if len(entry[label_key]) != len(data):
+        raise ValueError(f"{len(data)} images but {len(entry[label_key])} labels")
+
+
+def _load_batch(path: Path) -> tuple[dict, bool]:
+    """(one pickle read here, with str keys and checked; whether its keys were bytes). Errors name the file."""
+    with reading(path, "CIFAR pickle"):
+        with open(path, "rb") as fh:
+            entry = pickle.load(fh, encoding="latin1")
+        if not isinstance(entry, dict):
+            raise ValueError(f"holds a {type(entry).__name__}, not a dict")
+        bytes_keys = any(isinstance(k, bytes) for k in entry)
+        entry = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
+        _check_batch(entry)
+    return entry, bytes_keys
+
+
+def _read_by_hand(folder: Path, names: list[str], err: BaseException) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchvision's reader failed, and it names no file: read the pickles one by one here, which names a truncated
+    or corrupt one. Batches written by Python 3 with bytes keys (b"data"), which torchvision's reader cannot read
+    (it expects the official files' str keys), are accepted: (x uint8 (N, 3, 32, 32), y int64 (N,))."""
+    loaded = [_load_batch(folder / f) for f in names]
+    if not any(bytes_keys for _, bytes_keys in loaded):
+        raise DataFileError(folder, "set of CIFAR pickles", err) from err
+    batches = [entry for entry, _ in loaded]
+    x = torch.from_numpy(np.concatenate([np.asarray(b["data"]) for b in batches])).reshape(-1, 3, 32, 32)
+    y = torch.as_tensor([v for b in batches for v in b.get("labels", b.get("fine_labels"))], dtype=torch.int64)
+    return x, y
+
+
+def _decode_pickles(folder: Path, name: str) -> Arrays:
+    reader = _reader(name)
+    out: Arrays = {}
+    for split in SPLITS:
+        names = PICKLE_FILES[name][split]
+        try:
+            data = reader(str(folder.parent), train=split == "train")
+            if data.data.dtype != np.uint8 or len(data.targets) != len(data.data):
+                raise ValueError(f"{data.data.dtype} {data.data.shape} images, {len(data.targets)} labels")
+        except FileNotFoundError:
+            raise
+        except Exception as err:
+            out[split] = _read_by_hand(folder, names, err)
+            continue
+        x = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()  # HWC -> CHW
+        out[split] = (x, torch.as_tensor(data.targets, dtype=torch.int64))
+    return out
+
+
+def _decode_image_folder(root: Path, listing: dict[str, list[tuple[str, int]]]) -> Arrays:
+    out: Arrays = {}
+    for split, items in listing.items():
+        x = torch.empty((len(items), 3, 32, 32), dtype=torch.uint8)
+        for i, (rel, _) in enumerate(items):
+            image = read_image(root / rel)
+            x[i] = image if image.shape[1:] == (32, 32) else resample(image, (32, 32), "bicubic")
+        out[split] = (x, torch.tensor([label for _, label in items], dtype=torch.int64))
+    return out
+
+
+def _check_labels(arrays: Arrays, name: str, folder: Path) -> None:
+    """ValueError unless every split's labels cover exactly the C classes 0 .. C-1."""
+    c = N_CLASSES[name]
+    for split, (_, y) in arrays.items():
+        found = set(torch.unique(y).tolist())
+        if found != set(range(c)):
+            missing, extra = sorted(set(range(c)) - found), sorted(found - set(range(c)))
+            raise ValueError(f"the {split} labels in {folder} cover {len(found & set(range(c)))} of the {c} {name} "
+                             f"classes (missing: {_few(missing)}; outside 0..{c - 1}: {_few(extra)}). A data set "
+                             "that lacks classes is not " + name + ": put the complete data set there.")
+
+
+def load_cifar_checked(name: str = "cifar10", data_root: str | None = None,
+                       max_per_class: int | None = None) -> tuple[Arrays, dict]:
+    """(load_cifar's arrays, what meta["data"] records: layout, folder, files, bytes, fingerprint, official_md5)."""
+    source = cifar_source(name, data_root, max_per_class)
+    digests = _digests(source)
+    if source.layout == "pickle":
+        info = describe(source.folder, digests, official_md5(name))
+        arrays = cached_decode(f"{name}-pickle", info["fingerprint"], lambda: _decode_pickles(source.folder, name))
+    else:
+        info = describe(source.folder, digests)
+        arrays = cached_decode(f"{name}-folder", info["fingerprint"],
+                               lambda: _decode_image_folder(source.folder, source.listing))
+    _check_labels(arrays, name, source.folder)
+    return arrays, {"layout": source.layout, **info}
+
+
 def load_cifar(name: str = "cifar10", data_root: str | None = None, max_per_class: int | None = None) -> Arrays:
     """{"train": (x uint8 (N, 3, 32, 32), y int64), "test": ...} for 'cifar10' or 'cifar100' (cached).
     max_per_class: decode only the first files of every class of an ImageFolder tree (pickles are read whole)."""
-    kind, path = find_cifar(name, data_root)
-    if kind == "pickle":
-        return cached_decode(path, f"{name}-pickle", lambda: _decode_pickles(path, name))
-    return cached_decode(path, f"{name}-folder-{max_per_class or 'all'}",
-                         lambda: _decode_image_folder(path, max_per_class))
+    return load_cifar_checked(name, data_root, max_per_class)[0]
+
+
+# -------------------------------------------------------------------------------------------------- subsets
+
+def class_interleaved_order(y: torch.Tensor, n_classes: int, seed: int = SUBSET_SEED) -> torch.Tensor:
+    """All indices of the examples with labels 0 .. n_classes-1, in rounds: round r holds the r-th example (file
+    order) of every class that has more than r, in a seeded random class order. While every class has examples
+    left, each prefix of length m therefore holds floor(m / C) or ceil(m / C) examples of every class."""
+    keep = torch.nonzero((y >= 0) & (y < n_classes)).flatten()
+    labels = y[keep]
+    by_class = torch.argsort(labels, stable=True)
+    counts = torch.bincount(labels, minlength=n_classes)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.empty_like(labels)
+    rank[by_class] = torch.arange(len(labels)) - starts[labels[by_class]]  # position within its class
+    rounds = int(counts.max()) if len(labels) else 0
+    g = torch.Generator().manual_seed(seed)
+    place = torch.rand(rounds, n_classes, generator=g).argsort(1).argsort(1)  # class -> slot within each round
+    key = rank * n_classes + place[rank, labels]
+    return keep[torch.argsort(key)]
+
+
+def balanced_shortfall(counts: torch.Tensor, n: int) -> str | None:
+    """Why n examples cannot be class-balanced (floor(n/C) or ceil(n/C) of each of C classes) given the per-class
+    counts (C,), or None when they can."""
+    c = len(counts)
+    k, r = divmod(n, c)
+    smallest = int(counts.min())
+    if smallest >= k and int((counts > k).sum()) >= r:
+        return None
+    need = f"{k} per class" if r == 0 else f"{k + 1} of {r} classes and {k} of the others"
+    return (f"{n} examples balanced over {c} classes need {need}, but the smallest class (label "
+            f"{int(counts.argmin())}) has {smallest}")
 
 
 def balanced_subset(y: torch.Tensor, n: int, n_classes: int) -> torch.Tensor:
-    """Indices of the first ceil(n / C) examples of every class, interleaved by class and cut to n (sorted)."""
-    per_class = -(-n // n_classes)
-    idx = [torch.nonzero(y == c).flatten()[:per_class] for c in range(n_classes)]
-    rows = torch.stack([torch.nn.functional.pad(i, (0, per_class - len(i)), value=-1) for i in idx], 1).flatten()
-    rows = rows[rows >= 0][:n]
-    return rows.sort().values
+    """Indices of n examples, floor(n/C) or ceil(n/C) per class (the first ones of each class in file order), in
+    class-interleaved order (`class_interleaved_order`): every prefix is class-balanced too. ValueError when the
+    labels do not hold enough examples of some class (never fewer than n)."""
+    why = balanced_shortfall(torch.bincount(y[(y >= 0) & (y < n_classes)], minlength=n_classes), n)
+    if why is not None:
+        raise ValueError(f"balanced_subset(n={n}): {why}")
+    return class_interleaved_order(y, n_classes)[:n]
 
 
 def to_float(x: torch.Tensor, image_size: int, mean, std) -> torch.Tensor:
@@ -136,9 +340,11 @@ def to_float(x: torch.Tensor, image_size: int, mean, std) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class CIFARTask(TaskConfig):
-    """A class-balanced CIFAR subset. n_train / n_test: examples (None = all). image_size: side after area
-    down-sampling (32 = original). shuffle_labels: replace every training label by a fixed random one (drawn with
-    `shuffle_seed`, shared by all members). data_root does not enter the run's identity."""
+    """A class-balanced CIFAR subset. n_train / n_test: examples (None = all), in class-interleaved order (every
+    prefix, e.g. a probe set or train_eval_size, is class-balanced). image_size: side after area down-sampling
+    (32 = original). shuffle_labels: replace every training label by a fixed random one (drawn with
+    `shuffle_seed`, shared by all members). data_root does not enter the run's identity (the data fingerprint
+    does). Asking for more images per class than the data hold raises ValueError."""
 
     dataset: str = "cifar10"
     n_train: int | None = 5000
@@ -155,17 +361,35 @@ class CIFARTask(TaskConfig):
                 check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("image_size", self.image_size, 1, 32, integer=True)
 
+    def _per_class(self) -> int | None:
+        """Files read per class of an ImageFolder tree (None = all)."""
+        counts = [self.n_train, self.n_test]
+        return None if None in counts else -(-max(counts) // N_CLASSES[self.dataset])
+
+    def data_fingerprint(self) -> str:
+        return cifar_fingerprint(self.dataset, self.data_root, self._per_class())
+
+    def _subset(self, y: torch.Tensor, n: int | None, field: str, split: str, info: dict) -> torch.Tensor:
+        c = N_CLASSES[self.dataset]
+        if n is None:
+            return class_interleaved_order(y, c)
+        # an ImageFolder is read up to _per_class() files per class, at least what either split needs: a class
+        # with fewer than needed is counted in full
+        why = balanced_shortfall(torch.bincount(y, minlength=c), n)
+        if why is not None:
+            raise ValueError(f"{field}={n}: {why} in the {split} split of {info['folder']}. Use a smaller {field} or "
+                             f"put the full {self.dataset} data set there (pass data_root).")
+        return class_interleaved_order(y, c)[:n]
+
     def build(self, seed: int) -> Dataset:
         c = N_CLASSES[self.dataset]
-        counts = [self.n_train, self.n_test]
-        per_class = None if None in counts else -(-max(counts) // c)
-        arrays = load_cifar(self.dataset, self.data_root, per_class)
+        arrays, info = load_cifar_checked(self.dataset, self.data_root, self._per_class())
         splits = {}
-        for split, n in (("train", self.n_train), ("test", self.n_test)):
+        for split, n, field in (("train", self.n_train, "n_train"), ("test", self.n_test, "n_test")):
             x, y = arrays[split]
-            idx = balanced_subset(y, n if n is not None else len(y), int(y.max()) + 1)
+            idx = self._subset(y, n, field, split, info)
             x, y = to_float(x[idx], self.image_size, MEAN[self.dataset], STD[self.dataset]), y[idx]
             if split == "train" and self.shuffle_labels:
                 y = torch.randint(0, c, y.shape, generator=torch.Generator().manual_seed(self.shuffle_seed))
             splits[split] = Split(x, y)
-        return Dataset(splits, n_classes=c, meta={"chance": 1.0 / c, "dataset": self.dataset})
+        return Dataset(splits, n_classes=c, meta={"chance": 1.0 / c, "dataset": self.dataset, "data": info})

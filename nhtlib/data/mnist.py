@@ -1,8 +1,15 @@
-"""MNIST from the four original gzipped IDX files (never downloaded), and "Shortcut MNIST".
+"""MNIST from the four original IDX files (never downloaded), and "Shortcut MNIST".
 
-`load_mnist(data_root)` reads ``<root>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz`` (also
-``<root>/mnist/raw/`` or ``<root>/MNIST/raw/``, torchvision's layout; uncompressed files work too) and caches the
-uint8 tensors under results_root()/data_cache/.
+`load_mnist(data_root)` reads ``<root>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` (also
+``<root>/mnist/raw/`` or ``<root>/MNIST/raw/``, torchvision's layout) and caches the uint8 tensors under
+results_root()/data_cache/, keyed by the content fingerprint of the four files (`files.cached_decode`).
+Uncompressed IDX files (torchvision's ``MNIST/raw/`` layout) are read by torchvision's own reader
+(``torchvision.datasets.mnist.read_image_file`` / ``read_label_file``); the gzipped ones (the book's ``mnist/``
+layout) are parsed here, since torchvision's reader takes uncompressed files only (its ``MNIST`` class extracts
+.gz files only as part of ``download=True``, into the data folder, which may be read-only). All four files must be
+there; a truncated or corrupt file (the payload length is checked against the product of the header's dimensions
+before either reader runs) raises an error naming it, and Dataset.meta["data"]["official_md5"] records whether the
+.gz files are the official ones (torchvision's ``MNIST.resources``; None for uncompressed files).
 
 `MNISTTask` builds a Dataset from the first n_train / n_test images, standardised. With ``shortcut="patch"`` it is
 the book's **Shortcut MNIST** (ours; the D_LR paper's Fig. 1 construction is unknown, shared/papers/dlr.md §4.1):
@@ -14,6 +21,7 @@ a model that reads the digit is unaffected. The split "test_clean" has no patch.
 from __future__ import annotations
 
 import gzip
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,24 +30,52 @@ import torch
 from ..config import check_choice, check_range, not_identity
 from ..paths import data_root as resolve_data_root
 from . import Dataset, Split, TaskConfig
-from .cifar import cached_decode
+from .files import cached_decode, describe, file_digests, fingerprint, reading
 
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 MEAN, STD = 0.1307, 0.3081
 SHORTCUTS = ("none", "patch")
+IMAGE_SHAPE = (28, 28)
 
 
-def _read_idx(path: Path) -> torch.Tensor:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        data = fh.read()
-    ndim = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(shape)
+def _idx_header(data: bytes) -> tuple[tuple[int, ...], int]:
+    """(dims, header length in bytes) of an IDX file of unsigned bytes (magic 0x0000 08 <ndim>, big-endian dims)."""
+    if len(data) < 4 or data[0] or data[1] or data[2] != 0x08:
+        raise ValueError(f"not an IDX file of unsigned bytes (magic {data[:4].hex() or 'missing'}, expected 000008nn)")
+    header = 4 + 4 * data[3]
+    if len(data) < header:
+        raise ValueError(f"the header is cut short ({len(data)} of {header} bytes)")
+    return tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(data[3])), header
+
+
+def _check_payload(dims: tuple[int, ...], payload: int) -> None:
+    if payload != math.prod(dims):
+        raise ValueError(f"the header announces {dims} = {math.prod(dims):,} bytes of data but {payload:,} follow it: "
+                         "the file is truncated (or has trailing bytes)")
+
+
+def _read_idx(path: Path, ndim: int) -> torch.Tensor:
+    """uint8 tensor of an IDX file with `ndim` dimensions (3: images, 1: labels); errors name the file."""
+    with reading(path, "MNIST IDX file"):
+        if path.suffix == ".gz":  # the book's layout: parsed here
+            data = gzip.decompress(path.read_bytes())
+            dims, header = _idx_header(data)
+            _check_payload(dims, len(data) - header)
+            if len(dims) != ndim:
+                raise ValueError(f"{len(dims)} dimensions {dims}, expected {ndim}")
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=header).reshape(dims)
+        from torchvision.datasets.mnist import read_image_file, read_label_file
+
+        with open(path, "rb") as fh:
+            dims, header = _idx_header(fh.read(16))
+        _check_payload(dims, path.stat().st_size - header)
+        return (read_image_file if ndim == 3 else read_label_file)(str(path))
 
 
 def find_mnist(data_root: str | None = None) -> Path:
+    """The folder holding the MNIST IDX files (the first of <root>/mnist, <root>/mnist/raw, <root>/MNIST/raw,
+    <root> that has the training images)."""
     root = resolve_data_root(data_root)
     for folder in (root / "mnist", root / "mnist" / "raw", root / "MNIST" / "raw", root):
         name = FILES["train"][0]
@@ -50,17 +86,53 @@ def find_mnist(data_root: str | None = None) -> Path:
                             "MNIST/raw/). Nothing is downloaded.")
 
 
+def mnist_files(data_root: str | None = None) -> tuple[Path, list[str]]:
+    """(folder, the four file names read: images and labels of train and test, each uncompressed if present, else
+    .gz). Their presence is checked when they are fingerprinted (`_digests`)."""
+    folder = find_mnist(data_root)
+    names = [name if (folder / name).is_file() else f"{name}.gz" for pair in FILES.values() for name in pair]
+    return folder, names
+
+
+def _digests(data_root: str | None) -> tuple[Path, list[str], dict]:
+    folder, names = mnist_files(data_root)
+    hint = ("Put all four IDX files there (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+            "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz; or uncompressed).")
+    return folder, names, file_digests(folder, names, md5=True, what="MNIST", hint=hint)
+
+
+def mnist_fingerprint(data_root: str | None = None) -> str:
+    """Content fingerprint of the four files load_mnist reads (see nhtlib.data.files)."""
+    return fingerprint(_digests(data_root)[2])
+
+
+def _decode(folder: Path, names: list[str]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    out = {}
+    for split, (images, labels) in zip(FILES, (names[:2], names[2:])):
+        x, y = _read_idx(folder / images, 3), _read_idx(folder / labels, 1).long()
+        if tuple(x.shape[1:]) != IMAGE_SHAPE:
+            raise ValueError(f"{folder / images} holds {tuple(x.shape[1:])} images; MNIST's are {IMAGE_SHAPE}")
+        if len(x) != len(y):
+            raise ValueError(f"{folder / images} holds {len(x)} images but {folder / labels} {len(y)} labels")
+        if len(y) and not (0 <= int(y.min()) and int(y.max()) <= 9):
+            raise ValueError(f"{folder / labels} holds labels {int(y.min())}..{int(y.max())}; MNIST's are 0..9")
+        out[split] = (x, y)
+    return out
+
+
+def load_mnist_checked(data_root: str | None = None) -> tuple[dict[str, tuple[torch.Tensor, torch.Tensor]], dict]:
+    """(load_mnist's arrays, what meta["data"] records: folder, files, bytes, fingerprint, official_md5)."""
+    from torchvision.datasets import MNIST
+
+    folder, names, digests = _digests(data_root)
+    official = dict(MNIST.resources) if all(n.endswith(".gz") for n in names) else None
+    info = describe(folder, digests, official)
+    return cached_decode("mnist", info["fingerprint"], lambda: _decode(folder, names)), info
+
+
 def load_mnist(data_root: str | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """{"train": (x uint8 (60000, 28, 28), y int64), "test": (x (10000, 28, 28), y)} (cached)."""
-    folder = find_mnist(data_root)
-
-    def path(name: str) -> Path:
-        return folder / f"{name}.gz" if (folder / f"{name}.gz").exists() else folder / name
-
-    def decode():
-        return {split: (_read_idx(path(img)), _read_idx(path(lab)).long()) for split, (img, lab) in FILES.items()}
-
-    return cached_decode(path(FILES["train"][0]), "mnist", decode)
+    return load_mnist_checked(data_root)[0]
 
 
 def patch_positions(image_size: int = 28, patch_size: int = 4) -> list[tuple[int, int]]:
@@ -98,12 +170,18 @@ class MNISTTask(TaskConfig):
         check_range("patch_size", self.patch_size, 1, 8, integer=True)
         check_range("patch_value", self.patch_value, 0.0, 1.0)
 
+    def data_fingerprint(self) -> str:
+        return mnist_fingerprint(self.data_root)
+
     def build(self, seed: int) -> Dataset:
-        arrays = load_mnist(self.data_root)
+        arrays, info = load_mnist_checked(self.data_root)
         splits = {}
         bright = (self.patch_value - MEAN) / STD
         for split, n in (("train", self.n_train), ("test", self.n_test)):
             x, y = arrays[split]
+            if n > len(y):
+                raise ValueError(f"n_{split}={n} but the MNIST {split} file in {info['folder']} holds only {len(y)} "
+                                 "images; use a smaller value or put the complete files there")
             x = (x[:n].float().unsqueeze(1) / 255.0 - MEAN) / STD
             y = y[:n]
             if self.shortcut == "patch" and split == "train":
@@ -113,4 +191,4 @@ class MNISTTask(TaskConfig):
                 wrong = torch.randint(0, 10, y.shape, generator=torch.Generator().manual_seed(12345))
                 x = add_patch(x, wrong, self.patch_size, bright)
             splits[split] = Split(x, y)
-        return Dataset(splits, n_classes=10, meta={"chance": 0.1})
+        return Dataset(splits, n_classes=10, meta={"chance": 0.1, "data": info})

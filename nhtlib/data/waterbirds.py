@@ -9,10 +9,11 @@ the training seed (every seed sees the same images; the seed only changes the in
 ``source="waterbirds"``: the real data set of Sagawa et al. (2020) (group DRO; also WILDS), to be provided by the
 user through data_root: ``<data_root>/waterbirds/`` or ``<data_root>/waterbird_complete95_forest2water2/`` holding
 ``metadata.csv`` (columns img_id, img_filename, y, split, place; split 0 train / 1 val / 2 test; y 1 = waterbird;
-place 1 = water) and the images at ``<folder>/<img_filename>``. Every image is resized so that its shorter side is
-image_size (PIL bilinear, anti-aliased when shrinking), then centre-cropped to image_size x image_size. (The group-DRO
-code instead squashes to (256/224) S x (256/224) S and centre-crops S; ours keeps the aspect ratio and the whole
-shorter side.) a = place; train = split 0, the evaluation set = split 2 ("test") or 1 ("val").
+place 1 = water) and the images at ``<folder>/<img_filename>``; every listed image must be there (the error
+names how many are missing and the first few). Every image is resized so that its shorter side is image_size
+(Pillow's bilinear filter, anti-aliased when shrinking), then centre-cropped to image_size x image_size. (The
+group-DRO code instead squashes to (256/224) S x (256/224) S and centre-crops S; ours keeps the aspect ratio and the
+whole shorter side.) a = place; train = split 0, the evaluation set = split 2 ("test") or 1 ("val").
 
 ``source="cub_standin"`` (the book's offline default, since real Waterbirds is not on this machine): a *stand-in*
 built in code from real CUB-200-2011 photos in ``<data_root>/cub/`` (``waterbirds_standin.csv`` + ``CUB_200_2011/
@@ -36,6 +37,12 @@ images/``: 1,675 photos of species 001-050, shared/data/README.md "cub/"). Const
 * everything is done in float at the final resolution S from photos decoded once (longer side 128 px for S <= 64,
   else 256 px, zero-padded to a square; cached with `cached_decode`), then standardised.
 
+Reading, for both sources: metadata.csv / waterbirds_standin.csv with pandas (torchvision has no Waterbirds reader;
+WILDS has one but is not a dependency), images with ``torchvision.io.decode_image`` (`files.read_image`, which names
+a corrupt file) and resized by `files.resample`, which reproduces Pillow's filters exactly. The decoded photos are
+cached keyed by the content fingerprint of the csv and the listed images; the same fingerprint is the task's
+`data_fingerprint`.
+
 How it differs from real Waterbirds: backgrounds are other CUB photos' surroundings (sky, sea, shore, branches,
 grass...), not Places365 scenes (ocean / lake vs bamboo / broadleaf forest); no masks, so the bird box keeps its
 own background; only species 001-050 (14 water species, no gulls, terns, ducks except Gadwall...); CUB's
@@ -57,8 +64,8 @@ from ..config import ConfigError, check_choice, check_range, not_identity
 from ..metrics.groups import count_groups
 from ..paths import data_root as resolve_data_root
 from . import Dataset, TaskConfig
+from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
 from .grouped import grouped_dataset, stratified_subset
-from .cifar import cached_decode
 
 SOURCES = ("waterbirds", "cub_standin")
 STANDARD_DIRS = ("waterbirds", "waterbird_complete95_forest2water2")
@@ -87,40 +94,60 @@ def find_waterbirds(data_root: str | None = None) -> Path:
         "labelled stand-in from the CUB photos in <data_root>/cub/.")
 
 
-def _resize_centre_crop(im, size: int):
-    """PIL image -> size x size: shorter side resized to size (bilinear, anti-aliased), then centre crop."""
-    from PIL import Image
-
-    w, h = im.size
+def _resize_centre_crop(image: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 (3, h, w) -> (3, size, size): shorter side resized to size (bilinear, anti-aliased), then centre crop."""
+    h, w = image.shape[1:]
     scale = size / min(w, h)
     nw, nh = max(size, round(w * scale)), max(size, round(h * scale))
-    im = im.resize((nw, nh), Image.Resampling.BILINEAR)
+    image = resample(image, (nh, nw), "bilinear")
     left, top = (nw - size) // 2, (nh - size) // 2
-    return im.crop((left, top, left + size, top + size))
+    return image[:, top:top + size, left:left + size]
 
 
 def _decode_standard(folder: Path, files: list[str], size: int) -> dict:
-    from PIL import Image
-
-    x = np.empty((len(files), size, size, 3), np.uint8)
+    x = torch.empty((len(files), 3, size, size), dtype=torch.uint8)
     for i, name in enumerate(files):
-        with Image.open(folder / name) as im:
-            x[i] = np.asarray(_resize_centre_crop(im.convert("RGB"), size), dtype=np.uint8)
-    return {"images": (torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(),)}
+        x[i] = _resize_centre_crop(read_image(folder / name), size)
+    return {"images": (x,)}
 
 
-def load_waterbirds(data_root: str | None = None, image_size: int = 64) -> dict:
-    """Real Waterbirds: {"x": uint8 (N, 3, S, S), "y", "place", "split": int64 arrays (N,), "folder"}, in the
-    order of metadata.csv (decoded once, cached under results_root()/data_cache)."""
-    folder = find_waterbirds(data_root)
+def _listed_digests(folder: Path, csv_name: str, image_dir: Path, files: list[str], what: str) -> dict:
+    """Digests of the csv and of every image it lists (relative to folder); FileNotFoundError naming how many
+    listed images are missing, and the first few."""
+    hint = (f"Every image {csv_name} lists must be under {folder / image_dir}; put the complete data set there (a "
+            "data set with missing images is not the one the csv describes).")
+    images = file_digests(folder, [str(image_dir / f) for f in files], what=f"the {what} listed in {csv_name}",
+                          hint=hint)
+    return {**file_digests(folder, [csv_name]), **images}
+
+
+def _read_waterbirds_csv(folder: Path) -> pd.DataFrame:
     meta = pd.read_csv(folder / "metadata.csv")
     missing = [c for c in ("img_filename", "y", "split", "place") if c not in meta.columns]
     if missing:
         raise ValueError(f"{folder / 'metadata.csv'} lacks column(s) {missing}; has {list(meta.columns)}")
+    return meta
+
+
+def waterbirds_fingerprint(data_root: str | None = None) -> str:
+    """Content fingerprint of metadata.csv and the images it lists (see nhtlib.data.files)."""
+    folder = find_waterbirds(data_root)
+    files = _read_waterbirds_csv(folder)["img_filename"].tolist()
+    return fingerprint(_listed_digests(folder, "metadata.csv", Path(), files, "Waterbirds images"))
+
+
+def load_waterbirds(data_root: str | None = None, image_size: int = 64) -> dict:
+    """Real Waterbirds: {"x": uint8 (N, 3, S, S), "y", "place", "split": int64 arrays (N,), "folder", "data"
+    (what meta["data"] records)}, in the order of metadata.csv (decoded once, cached under
+    results_root()/data_cache)."""
+    folder = find_waterbirds(data_root)
+    meta = _read_waterbirds_csv(folder)
     files = meta["img_filename"].tolist()
-    arrays = cached_decode(folder / "metadata.csv", f"waterbirds-{image_size}",
+    digests = _listed_digests(folder, "metadata.csv", Path(), files, "Waterbirds images")
+    info = describe(folder, digests)
+    arrays = cached_decode(f"waterbirds-{image_size}", info["fingerprint"],
                            lambda: _decode_standard(folder, files, image_size))
-    return {"x": arrays["images"][0], "folder": folder,
+    return {"x": arrays["images"][0], "folder": folder, "data": info,
             **{c: meta[c].to_numpy(np.int64) for c in ("y", "place", "split")}}
 
 
@@ -140,29 +167,34 @@ def find_cub(data_root: str | None = None) -> Path:
 def _decode_photos(folder: Path, files: list[str], side: int) -> dict:
     """Each photo resized so its longer side is `side` (bilinear, aspect kept), zero-padded at the bottom / right
     to side x side. Returns {"photos": (uint8 (N, 3, side, side), int64 (N, 2) decoded (height, width))}."""
-    from PIL import Image
-
-    x = np.zeros((len(files), side, side, 3), np.uint8)
-    hw = np.zeros((len(files), 2), np.int64)
+    x = torch.zeros((len(files), 3, side, side), dtype=torch.uint8)
+    hw = torch.zeros((len(files), 2), dtype=torch.int64)
     for i, name in enumerate(files):
-        with Image.open(folder / name) as im:
-            im = im.convert("RGB")
-            w, h = im.size
-            scale = side / max(w, h)
-            nw, nh = max(1, min(side, round(w * scale))), max(1, min(side, round(h * scale)))
-            x[i, :nh, :nw] = np.asarray(im.resize((nw, nh), Image.Resampling.BILINEAR), dtype=np.uint8)
-            hw[i] = (nh, nw)
-    return {"photos": (torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(hw))}
+        image = read_image(folder / name)
+        h, w = image.shape[1:]
+        scale = side / max(w, h)
+        nw, nh = max(1, min(side, round(w * scale))), max(1, min(side, round(h * scale)))
+        x[i, :, :nh, :nw] = resample(image, (nh, nw), "bilinear")
+        hw[i] = torch.tensor((nh, nw))
+    return {"photos": (x, hw)}
+
+
+def cub_fingerprint(data_root: str | None = None) -> str:
+    """Content fingerprint of waterbirds_standin.csv and the CUB photos it lists (see nhtlib.data.files)."""
+    folder = find_cub(data_root)
+    files = pd.read_csv(folder / STANDIN_CSV)["img_filename"].tolist()
+    return fingerprint(_listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos"))
 
 
 def load_cub_photos(data_root: str | None = None, side: int = 128) -> dict:
     """The stand-in's photos: {"photos": uint8 (N, 3, side, side) zero-padded, "hw": int64 (N, 2) (height, width)
     of each decoded photo, "boxes": float64 (N, 4) bird box (x, y, width, height) in decoded pixels, "y", "train":
-    int64 / bool arrays (N,), "table": the csv}. Decoded once per side, cached."""
+    int64 / bool arrays (N,), "table": the csv, "data": what meta["data"] records}. Decoded once per side, cached."""
     folder = find_cub(data_root)
     table = pd.read_csv(folder / STANDIN_CSV)
     files = table["img_filename"].tolist()
-    arrays = cached_decode(folder / STANDIN_CSV, f"cub-standin-{side}",
+    info = describe(folder, _listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos"))
+    arrays = cached_decode(f"cub-standin-{side}", info["fingerprint"],
                            lambda: _decode_photos(folder / CUB_IMAGES, files, side))
     photos, hw = arrays["photos"]
     hw = hw.numpy()
@@ -171,7 +203,7 @@ def load_cub_photos(data_root: str | None = None, side: int = 128) -> dict:
     boxes = np.stack([table["bbox_x"] * sx, table["bbox_y"] * sy, table["bbox_width"] * sx,
                       table["bbox_height"] * sy], 1).astype(np.float64)
     return {"photos": photos, "hw": hw, "boxes": boxes, "y": table["y"].to_numpy(np.int64),
-            "train": table["cub_is_training_image"].to_numpy() == 1, "table": table}
+            "train": table["cub_is_training_image"].to_numpy() == 1, "table": table, "data": info}
 
 
 def bird_box(box, hw, margin: float = BIRD_MARGIN) -> tuple[int, int, int, int]:
@@ -265,7 +297,8 @@ def choose_donors(y, train, a, usable, seed: int) -> np.ndarray:
 def build_standin(data_root: str | None = None, image_size: int = 64, correlation: float = 0.95,
                   bird_scale: float = 0.6, seed: int = 0) -> dict:
     """The stand-in's images before standardisation: {"x": float32 (N, 3, S, S) in [0, 1], "y", "a", "donor":
-    int64 (N,), "train": bool (N,), "table": the csv} (photo order of waterbirds_standin.csv)."""
+    int64 (N,), "train": bool (N,), "table": the csv, "data": the photos' meta["data"]} (photo order of
+    waterbirds_standin.csv)."""
     side = 128 if image_size <= 64 else 256
     cub = load_cub_photos(data_root, side)
     photos, hw, boxes, y, train = cub["photos"], cub["hw"], cub["boxes"], cub["y"], cub["train"]
@@ -280,7 +313,7 @@ def build_standin(data_root: str | None = None, image_size: int = 64, correlatio
         (gx0, gy0, gx1, gy1), _ = regions[donors[i]]
         background = _resize(photos[donors[i], :, gy0:gy1, gx0:gx1].float() / 255.0, (image_size, image_size))
         x[i] = composite(bird, background, bird_scale).clamp_(0.0, 1.0)
-    return {"x": x, "y": y, "a": a, "donor": donors, "train": train, "table": cub["table"]}
+    return {"x": x, "y": y, "a": a, "donor": donors, "train": train, "table": cub["table"], "data": cub["data"]}
 
 
 def _standardise(x: torch.Tensor) -> torch.Tensor:
@@ -318,6 +351,11 @@ class WaterbirdsTask(TaskConfig):
         check_range("correlation", self.correlation, 0.0, 1.0)
         check_range("bird_scale", self.bird_scale, 0.0, 1.0, low_inclusive=False)
         check_range("construction_seed", self.construction_seed, 0, None, integer=True)
+
+    def data_fingerprint(self) -> str:
+        if self.source == "waterbirds":
+            return waterbirds_fingerprint(self.data_root)
+        return cub_fingerprint(self.data_root)
 
     def build(self, seed: int) -> Dataset:
         """The Dataset (seed is unused: the data are the same for every seed)."""
@@ -360,4 +398,4 @@ class WaterbirdsTask(TaskConfig):
                                                     self.construction_seed)]
         return grouped_dataset(floats(train_idx), y[train_idx], a[train_idx], floats(eval_idx), y[eval_idx],
                                a[eval_idx], eval_split=self.eval_split, target="waterbird",
-                               spurious="water background", note=note, source=self.source)
+                               spurious="water background", note=note, source=self.source, data=data["data"])

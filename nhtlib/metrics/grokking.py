@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..delay_law import contraction_rate, fit_contraction
-from ..regimes import summarise_runs, transition_step
+from ..regimes import DIVERGED, diverged_step, summarise_runs, transition_step
 from ..separation import per_run
 
 GROUPS = ("embedding", "hidden", "head")
@@ -72,6 +72,12 @@ def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_t
     base = base.rename(columns={"T_fit": "T_mem", "T_struct": "T_grok", "V_fit": "V_mem", "regime": "norm_regime"})
     extra = []
     for key, g in table.sort_values("step").groupby(by, sort=True):
+        row = {col: float(g[col].iloc[0]) for col in (lr, weight_decay) if col in g and col not in by}
+        if lr in g and weight_decay in g:
+            row["eta_lam"] = float(g[lr].iloc[0]) * float(g[weight_decay].iloc[0])
+        if np.isfinite(diverged_step(g)):  # a diverged run: NaN quantities (its row in `base` says "diverged")
+            extra.append(row)
+            continue
         s, v = g["step"].to_numpy(float), g[norm].to_numpy(float)
         t_mem = transition_step(s, g[train], mem_threshold)
         t_grok = transition_step(s, g[test], grok_threshold)
@@ -81,15 +87,14 @@ def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_t
             end = after[0] if len(after) else s[-1]
         v_post = float(v[s == end][0])
         r, gamma, r2 = _contraction(s, v, t_mem, end)
-        row = {"V_post": v_post, "T_end": end, "r_fit": r, "gamma_fit": gamma, "fit_r2": r2}
-        for col in (lr, weight_decay):
-            if col in g and col not in by:
-                row[col] = float(g[col].iloc[0])
-        if lr in g and weight_decay in g:
-            row["eta_lam"] = float(g[lr].iloc[0]) * float(g[weight_decay].iloc[0])
-        extra.append(row)
-    out = pd.concat([base.reset_index(drop=True), pd.DataFrame(extra)], axis=1)
-    out["grokked"] = out.T_grok.notna()
+        extra.append({**row, "V_post": v_post, "T_end": end, "r_fit": r, "gamma_fit": gamma, "fit_r2": r2})
+    extra = pd.DataFrame(extra)
+    for col in ("V_post", "T_end", "r_fit", "gamma_fit", "fit_r2"):  # absent when every run diverged
+        if col not in extra:
+            extra[col] = np.nan
+    out = pd.concat([base.reset_index(drop=True), extra], axis=1)
+    out["diverged"] = out.diverged_step.notna()
+    out["grokked"] = out.T_grok.notna()  # NaN for a diverged run, so never grokked nor memorised
     out["memorised"] = out.T_mem.notna()
     with np.errstate(divide="ignore", invalid="ignore"):
         out["log_ratio"] = np.log(out.V_mem / out.V_post)
@@ -112,7 +117,11 @@ def separation_score(table: pd.DataFrame, by: Sequence[str] = ("run",), *, start
 
 
 def classify_lambdas(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> pd.Series:
-    """NSDL's regime (I, II or III) of every λ in a grokking summary (see the module docstring)."""
+    """NSDL's regime (I, II or III) of every λ in a grokking summary (see the module docstring). Diverged seeds are
+    left out (a diverged run is no evidence of any regime); a λ whose seeds all diverged is DIVERGED."""
+    lams = summary[weight_decay].unique()
+    if "diverged" in summary:
+        summary = summary[~summary.diverged]
     by_lam = summary.groupby(weight_decay)
     all_grok = by_lam.grokked.all()
     most_memorise = by_lam.memorised.mean() >= 0.5
@@ -125,7 +134,8 @@ def classify_lambdas(summary: pd.DataFrame, weight_decay: str = "weight_decay") 
             regimes[lam] = "I" if lam < ii.min() else ("III" if lam > ii.max() else "I/III (mixed)")
         else:
             regimes[lam] = "I" if most_memorise[lam] else "III"
-    return pd.Series(regimes, name="regime").rename_axis(weight_decay)
+    regimes.update({lam: DIVERGED for lam in lams if lam not in regimes})
+    return pd.Series(regimes, name="regime").rename_axis(weight_decay).sort_index()
 
 
 def _mean_sd(values: pd.Series) -> str:
@@ -142,9 +152,12 @@ def regime_table(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> p
     regimes = classify_lambdas(summary, weight_decay)
     rows = []
     for lam, g in summary.groupby(weight_decay):
+        n_diverged = int(g.diverged.sum()) if "diverged" in g else 0
+        diverged_note = f" (+{n_diverged} diverged)" if n_diverged else ""
+        g = g[~g.diverged] if n_diverged else g
         use = g[g.grokked] if g.grokked.any() else g
         rows.append({
-            "λ": lam, "regime": regimes[lam], "grokked": f"{int(g.grokked.sum())}/{len(g)}",
+            "λ": lam, "regime": regimes[lam], "grokked": f"{int(g.grokked.sum())}/{len(g)}{diverged_note}",
             "T_grok": _mean_sd(g.T_grok), "V_mem": round(float(use.V_mem.mean()), 1) if use.V_mem.notna().any() else np.nan,
             "V_post": round(float(use.V_post.mean()), 1),
             "log(V_mem/V_post)": round(float(use.log_ratio.mean()), 2) if use.grokked.any() else np.nan,

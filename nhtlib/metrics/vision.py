@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import Config, check_range
-from ..regimes import (decay_percent, layer_contraction_step, majority_regime, peak_step, peak_value, regime_counts,
-                       transition_step)
+from ..regimes import (decay_percent, diverged_row, diverged_step, layer_contraction_step, majority_regime, peak_step,
+                       peak_value, regime_counts, transition_step)
 from ..regimes import separation_score  # noqa: F401  (S_traj: one implementation, in regimes)
 
 TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
@@ -65,11 +65,15 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
               contraction_fraction: float = 0.1, rule: VisionRegimeRule = VisionRegimeRule()) -> pd.DataFrame:
     """One row per run: V_peak, peak (time of the total norm's maximum), decay_pct, regime, the final value of every
     accuracy column, per layer L peak:L / decay_pct:L, and the three transition times T_head_peak,
-    T_head_contraction, T_clean_acc (NaN when never reached)."""
+    T_head_contraction, T_clean_acc (NaN when never reached), diverged_step (a diverged run: regime "diverged",
+    NaN elsewhere)."""
     rows = []
     acc_cols = [c for c in table.columns if c.endswith("_acc")]
     for key, g in table.sort_values(time).groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
+        if np.isfinite(diverged_step(g)):  # a diverged run is not a regime: NaN quantities, regime "diverged"
+            rows.append(diverged_row(dict(zip(by, key)), diverged_step(g)))
+            continue
         t = g[time].to_numpy(float)
         v = g["norm_sq"].to_numpy(float)
         hv = g[f"norm_sq:{head}"].to_numpy(float)
@@ -86,8 +90,11 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         row["T_head_contraction"] = layer_contraction_step(t, hv, contraction_fraction)
         row["T_clean_acc"] = transition_step(t, g[clean], clean_threshold, after=t[t > 0].min() if (t > 0).any()
                                              else None)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        rows.append({**row, "diverged_step": float("nan")})
+    columns = [*by, "V_peak", "V_final", "peak", "decay_pct", "regime", *[f"final_{c}" for c in acc_cols],
+               *[f"{q}:{layer}" for layer in dict.fromkeys([head, *layers]) for q in ("peak", "decay_pct")],
+               "T_head_peak", "T_head_contraction", "T_clean_acc", "diverged_step"]
+    return pd.DataFrame(rows).reindex(columns=columns)  # every column, also when every run diverged
 
 
 def regime_table(summary: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:

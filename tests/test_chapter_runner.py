@@ -1,0 +1,132 @@
+"""The chapter runner stages a run and swaps it in only on success (defect 5: a failed run replaced the last good
+executed chapter; a run with another seed replaced the book's claims without recording its seed)."""
+import json
+import os
+
+import nbformat
+import pytest
+
+from nhtlib import chapters, claims, paths
+
+CHAPTER = "tiny"
+
+
+@pytest.fixture
+def notebooks(tmp_path):
+    """A throw-away chapter: parameters scale/seed/value/fail, claims saved, then a failure when fail=True, and
+    a check that the chapter reads back its own fresh claims (not the last run's) while it is staged."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('scale = "smoke"\nseed: int = 0\nvalue = "first"\nfail = False')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        params,
+        nbformat.v4.new_code_cell(
+            "import nhtlib\n"
+            f"c = nhtlib.Claims({CHAPTER!r}, scale)\n"
+            "c.add('C1', 'a statement', 'paper', f'{value} seed={seed}', 'reproduced')\n"
+            "c.save()"),
+        nbformat.v4.new_code_cell("if fail:\n    raise RuntimeError('failing on purpose')"),
+        nbformat.v4.new_code_cell(
+            "seen = list(nhtlib.claims.load_claims(scale).ours)\n"
+            "assert seen == ([f'{value} seed={seed}'] if seed == 0 else seen), seen"),
+    ]
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    nbformat.write(nb, str(folder / f"{CHAPTER}.ipynb"))
+    return folder
+
+
+def run(notebooks, **parameters):
+    return chapters.run_chapter(CHAPTER, {"scale": "smoke", **parameters}, notebook_dir=notebooks, progress=False)
+
+
+def results():
+    return paths.results_root() / "smoke" / CHAPTER
+
+
+def test_success_writes_claims_and_run_json(notebooks, tmp_path, capsys):
+    out = tmp_path / "copy" / "executed.ipynb"
+    assert chapters.main(["run", CHAPTER, "--notebooks", str(notebooks), "-p", "scale", "smoke",
+                          "-p", "value", "second", "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    folder = results()
+    assert sorted(p.name for p in folder.iterdir()) == ["claims.csv", "executed.ipynb", "run.json"]
+    assert out.read_bytes() == (folder / "executed.ipynb").read_bytes()  # --out: a copy there too
+    record = json.loads((folder / "run.json").read_text())
+    assert record["seed"] == 0 and record["scale"] == "smoke" and record["chapter"] == CHAPTER
+    assert record["parameters"] == {"scale": "smoke", "value": "second"}
+    assert record["defaults"]["seed"] == "0" and record["defaults"]["fail"] == "False"
+    for field in ("git_commit", "nhtlib_source_hash", "started_at", "finished_at"):
+        assert record[field]
+    assert record["wall_time_s"] > 0
+    assert claims.load_claims("smoke").ours.tolist() == ["second seed=0"]
+    assert not list((paths.results_root() / ".staging").iterdir())  # nothing left behind
+
+
+def test_failed_run_keeps_the_last_good_results(notebooks):
+    good = run(notebooks)
+    before = {name: (results() / name).read_bytes() for name in ("executed.ipynb", "claims.csv", "run.json")}
+    with pytest.raises(chapters.ChapterError, match="RuntimeError: failing on purpose") as info:
+        run(notebooks, fail=True, value="broken")
+    failed = results() / "failed.ipynb"
+    assert str(failed) in str(info.value) and failed.exists()
+    assert "failing on purpose" in failed.read_text()
+    assert {name: (results() / name).read_bytes() for name in before} == before  # byte-identical
+    assert claims.load_claims("smoke").ours.tolist() == ["first seed=0"]
+    run(notebooks, value="again")  # the next success replaces everything, the stale failure included
+    assert good.exists() and not failed.exists()
+    assert claims.load_claims("smoke").ours.tolist() == ["again seed=0"]
+
+
+def test_other_seed_goes_to_its_own_folder(notebooks):
+    run(notebooks)
+    book_claims = (results() / "claims.csv").read_bytes()
+    out = run(notebooks, seed=3)
+    seed_folder = paths.results_root() / "smoke" / "seed-3" / CHAPTER
+    assert out == seed_folder / "executed.ipynb" and (seed_folder / "claims.csv").exists()
+    assert json.loads((seed_folder / "run.json").read_text())["seed"] == 3
+    assert (results() / "claims.csv").read_bytes() == book_claims
+    assert claims.load_claims("smoke").ours.tolist() == ["first seed=0"]  # the Scoreboard: the book's seed only
+
+
+def test_chapter_dir_follows_the_staging_folder_of_its_chapter_only(tmp_path, monkeypatch):
+    staged = tmp_path / "stage" / "smoke" / CHAPTER
+    monkeypatch.setenv(paths.CHAPTER_OUT_ENV, str(staged))
+    assert paths.chapter_dir(CHAPTER, "smoke") == staged
+    assert paths.chapter_dir("other", "smoke") == paths.results_root() / "smoke" / "other"
+    assert paths.chapter_dir(CHAPTER, "cpu") == paths.results_root() / "cpu" / CHAPTER
+    monkeypatch.delenv(paths.CHAPTER_OUT_ENV)
+    assert paths.chapter_dir(CHAPTER, "smoke") == paths.results_root() / "smoke" / CHAPTER
+
+
+def test_load_claims_reads_the_default_folders_only():
+    for folder, ours in [(paths.final_chapter_dir("a", "smoke"), "book"),
+                         (paths.final_chapter_dir("a", "smoke", seed=5), "seed 5")]:
+        c = claims.Claims("a", "smoke")
+        c.add("C1", "s", "p", ours, "partly")
+        folder.mkdir(parents=True)
+        (folder / "claims.csv").write_text(c.frame().to_csv(index=False))
+    assert claims.load_claims("smoke").ours.tolist() == ["book"]
+
+
+def test_swap_puts_the_old_folder_back_when_the_new_one_cannot_move_in(tmp_path, monkeypatch):
+    final, staged, scratch = tmp_path / "final", tmp_path / "staged", tmp_path / "scratch"
+    for folder, text in [(final, "old"), (staged, "new")]:
+        folder.mkdir()
+        (folder / "claims.csv").write_text(text)
+    scratch.mkdir()
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(src) == str(staged):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(chapters.os, "replace", replace)
+    with pytest.raises(OSError, match="No space"):
+        chapters._swap_in(staged, final, scratch)
+    assert (final / "claims.csv").read_text() == "old"
+    monkeypatch.setattr(chapters.os, "replace", real_replace)
+    chapters._swap_in(staged, final, scratch)
+    assert (final / "claims.csv").read_text() == "new"
