@@ -1,14 +1,16 @@
 """nhtlib: the shared library of the nht-book (norm-hierarchy transitions and dynamical richness)."""
-__version__ = "0.1.0"
+from .paths import __version__  # noqa: E402  (defined in paths: Ground, importable by every part)
 
 from . import cache, claims, config, delay_law, norms, optim, paths, plots, regimes, separation  # noqa: E402
 from . import sweep, train  # noqa: E402
 from . import data, metrics, models  # noqa: E402
+from . import predictions, verdicts  # noqa: E402
+from . import book  # noqa: E402  (the chapters' own modules: presets, claims, analyses)
 from .cache import RunCache  # noqa: E402
 from .claims import Claims  # noqa: E402
 from .config import ChapterParams, TrainConfig, resolve_device, resolve_scale  # noqa: E402
 from .sweep import RunConfig, grid, run  # noqa: E402
 
 __all__ = ["cache", "claims", "config", "delay_law", "norms", "optim", "paths", "plots", "regimes", "separation",
-           "sweep", "train", "data", "metrics", "models", "RunCache", "Claims", "ChapterParams", "TrainConfig",
-           "resolve_device", "resolve_scale", "RunConfig", "grid", "run"]
+           "sweep", "train", "data", "metrics", "models", "predictions", "verdicts", "book", "RunCache", "Claims",
+           "ChapterParams", "TrainConfig", "resolve_device", "resolve_scale", "RunConfig", "grid", "run"]

@@ -39,9 +39,8 @@ from typing import Any
 
 import pandas as pd
 
-from . import __version__
 from .config import stable_hash
-from .paths import (NotWritableError, atomic_torch_save, atomic_write_bytes, git_commit,  # noqa: F401
+from .paths import (NotWritableError, __version__, atomic_torch_save, atomic_write_bytes, git_commit,  # noqa: F401
                     results_root, source_hash, writable_dir)
 
 # what train.py stores in a checkpoint; a state without any of these cannot resume a run

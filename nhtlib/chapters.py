@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .config import SCALES, ConfigError
-from .paths import (CHAPTER_OUT_ENV, atomic_write_bytes, final_chapter_dir, git_commit, repo_root, results_root,
-                    source_hash)
+from .paths import (CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit, repo_root,
+                    results_root, source_hash)
 
 KERNEL_NAME = "python3"
 
@@ -235,7 +235,6 @@ def _keep_failed(executed: Path, final: Path, scale: str, output: Path | None) -
 def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict[str, Any]], scale: str, seed: Any,
                 started: float, wall_s: float) -> dict[str, Any]:
     """What run.json records about one successful chapter run (times: ISO 8601 local time; wall time in seconds)."""
-    from . import __version__
 
     def stamp(t: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))

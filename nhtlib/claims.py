@@ -1,6 +1,8 @@
 """Claims: what each chapter tests, the paper's value, ours and a verdict.
 
-A chapter records its claims with `Claims.add(...)`, then `claims.save()` writes them as
+A chapter records a claim declared with a rule (`nhtlib.verdicts.ClaimSpec`) by `Claims.record(spec.judge(estimate))`:
+the row then carries the source, n, the interval and the rule in words. `Claims.add(...)` records a verdict decided
+elsewhere (the older chapters' way, kept until every chapter declares its claims). `claims.save()` writes them as
 results/<scale>/<chapter>/claims.csv (next to the executed chapter; `paths.chapter_dir`, i.e. the runner's staging
 folder while `nhtlib.chapters` runs the chapter) and `claims.table()` renders the chapter's
 closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page.
@@ -14,9 +16,11 @@ import pandas as pd
 
 from .config import ConfigError, check_choice
 from .paths import atomic_write_bytes, chapter_dir, chapter_files
+from .verdicts import INCONCLUSIVE, NOT_TESTABLE, VERDICTS, ClaimResult  # noqa: F401  (VERDICTS: re-exported)
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "not testable here")
-COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale"]
+COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
+           "null", "note"]
+UNASSIGNED = "unassigned"  # the source of a row recorded with `add` (no declared claim behind it)
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,13 @@ class Claim:
     paper: str
     ours: str
     verdict: str
+    source: str = ""
+    rule: str = ""
+    n: int | None = None
+    low: float | None = None
+    high: float | None = None
+    null: bool = False
+    note: str = ""
 
     def __post_init__(self) -> None:
         check_choice("verdict", self.verdict, VERDICTS)
@@ -42,14 +53,24 @@ class Claims:
         self._claims: list[Claim] = []
 
     def add(self, id: str, statement: str, paper: str, ours: str, verdict: str) -> None:  # noqa: A002
-        """Record one claim; verdict is one of VERDICTS."""
-        if any(c.id == id for c in self._claims):
-            raise ConfigError(f"claim id {id!r} is recorded twice in chapter {self.chapter!r}")
-        self._claims.append(Claim(id, statement, paper, ours, verdict))
+        """Record one claim whose verdict (one of VERDICTS) was decided elsewhere."""
+        self._append(Claim(id, statement, paper, ours, verdict))
+
+    def record(self, result: ClaimResult) -> ClaimResult:
+        """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose)."""
+        self._append(Claim(result.id, result.statement, result.paper, result.ours, result.verdict, result.source,
+                           result.rule, result.n, result.low, result.high, result.null, result.note))
+        return result
+
+    def _append(self, claim: Claim) -> None:
+        if any(c.id == claim.id for c in self._claims):
+            raise ConfigError(f"claim id {claim.id!r} is recorded twice in chapter {self.chapter!r}")
+        self._claims.append(claim)
 
     def frame(self) -> pd.DataFrame:
         rows = [{"chapter": self.chapter, **asdict(c), "scale": self.scale} for c in self._claims]
-        return pd.DataFrame(rows, columns=COLUMNS)
+        frame = pd.DataFrame(rows, columns=COLUMNS)
+        return frame.astype({"n": "Int64"})  # a count: "3", not "3.0", also beside rows without one
 
     @property
     def path(self) -> Path:
@@ -60,13 +81,27 @@ class Claims:
         return self.path
 
     def table(self):
-        """The closing table of the chapter (a pandas Styler, rendered as HTML by the book)."""
-        return style_claims(self.frame().drop(columns=["chapter", "scale"]))
+        """The closing table of the chapter (a pandas Styler, rendered as HTML by the book): id, statement, paper,
+        ours (estimate [interval], n), the rule in words, verdict."""
+        frame = self.frame()
+        shown = ["id", "statement", "paper", "ours"] + (["rule"] if frame.rule.astype(bool).any() else []) + ["verdict"]
+        return style_claims(frame[shown])
+
+
+def verdict_markdown(*results: ClaimResult) -> str:
+    """The verdicts of declared claims as Markdown, one paragraph each: id, statement, **verdict**, what the runs
+    measured (estimate [95 % interval], n), the paper's value and the rule in words — for a chapter's section."""
+    out = []
+    for r in results:
+        null = " (null claim)" if r.null else ""
+        out.append(f"**{r.id}**{null} — {r.statement}: **{r.verdict}**. Ours: {r.ours}. Paper: {r.paper}. "
+                   f"*Rule:* {r.rule}." + (f" {r.note}." if r.note else ""))
+    return "\n\n".join(out)
 
 
 def style_claims(frame: pd.DataFrame):
     colours = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced": "#f8d7d7",
-               "not testable here": "#e6e6e6"}
+               INCONCLUSIVE: "#dde7f3", NOT_TESTABLE: "#e6e6e6"}
 
     def colour(v: str) -> str:
         return f"background-color: {colours.get(v, 'white')}"
@@ -79,7 +114,7 @@ def load_claims(scale: str) -> pd.DataFrame:
     """Every chapter's claims.csv at this scale, in chapter order: the book's runs only (results/<scale>/<chapter>/;
     runs with another seed, in results/<scale>/seed-<s>/, are left out). See paths.chapter_files."""
     files = chapter_files(scale, "claims.csv")
-    frames = [pd.read_csv(f, dtype=str, keep_default_na=False) for f in files]
+    frames = [pd.read_csv(f, dtype=str, keep_default_na=False).reindex(columns=COLUMNS, fill_value="") for f in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
 
 
@@ -88,13 +123,18 @@ def scoreboard(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
     frame = load_claims(scale)
     for chapter in chapters or []:
         if chapter not in set(frame["chapter"]):
-            row = {"chapter": chapter, "id": "-", "statement": f"chapter not executed at scale {scale!r}",
-                   "paper": "", "ours": "", "verdict": "not testable here", "scale": scale}
+            row = {**dict.fromkeys(COLUMNS, ""), "chapter": chapter, "id": "-",
+                   "statement": f"chapter not executed at scale {scale!r}", "verdict": NOT_TESTABLE, "scale": scale,
+                   "note": "no runs at this scale"}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
     return frame.sort_values(["chapter"], kind="stable").reset_index(drop=True)
 
 
-def verdict_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Chapters x verdicts count table."""
-    counts = frame.groupby(["chapter", "verdict"]).size().unstack(fill_value=0)
-    return counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
+def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:
+    """`by` (chapter, or source: NHT / NSDL / D_LR / book, 'unassigned' for rows recorded without a declared claim)
+    x verdicts count table, with a total row."""
+    keyed = frame.assign(source=frame.get("source", pd.Series("", index=frame.index)).replace("", UNASSIGNED))
+    counts = keyed.groupby([by, "verdict"]).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
+    counts.loc["total"] = counts.sum()
+    return counts

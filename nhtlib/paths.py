@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+__version__ = "0.1.0"  # nhtlib's version (pyproject.toml reads it here; part of every run-cache key)
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 

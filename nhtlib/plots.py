@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg") if matplotlib.get_backend().lower() in ("", "agg") else None
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -59,6 +60,20 @@ def lines_with_band(data: pd.DataFrame, x: str, y: str, hue: str | None = None, 
     if hue and legend and ax.get_legend() is not None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=legend_title or hue)
     return ax
+
+
+def trajectory_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str, bool]], *, hue: str,
+                      legend_title: str, xlabel: str, title: str = "", width: float = 4.6, height: float = 3.4):
+    """The book's row of trajectory panels (norm, accuracy, shortcut reliance ... over training): one panel per
+    (column, y label, log y) of `panels`, mean ± sd over seeds per `hue` value, one shared legend at the right."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), constrained_layout=True)
+    axes = np.atleast_1d(axes)
+    for i, (ax, (column, ylabel, logy)) in enumerate(zip(axes, panels)):
+        lines_with_band(data, x, column, hue=hue, ax=ax, logy=logy, xlabel=xlabel, ylabel=ylabel,
+                        legend=i == len(panels) - 1, legend_title=legend_title)
+    if title:
+        fig.suptitle(title)
+    return fig, axes
 
 
 def panel_grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.2, sharex: bool = True):
@@ -140,3 +155,25 @@ def image_rows(rows: dict, *, title: str = "", col_titles: Sequence[str] | None 
         ax.set_title(text, fontsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+VERDICT_COLOURS = {"reproduced": "#4c9a4c", "partly": "#e0b040", "not reproduced": "#c9504a",
+                   "inconclusive": "#6f8fbf", "not testable here": "#aaaaaa"}
+
+
+def verdict_bars(counts: pd.DataFrame, *, ax=None, title: str = "", xlabel: str = "claims"):
+    """Horizontal stacked bars of verdict counts: one bar per row of `counts` (e.g. per chapter or per source, as
+    `nht.claims.verdict_counts` gives them; a 'total' row is left out), one colour per verdict."""
+    counts = counts.drop(index="total", errors="ignore")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 0.45 * len(counts) + 1.2))
+    left = np.zeros(len(counts))
+    for verdict in counts.columns:
+        values = counts[verdict].to_numpy(float)
+        ax.barh(counts.index.astype(str), values, left=left, color=VERDICT_COLOURS.get(verdict, "#dddddd"),
+                label=verdict)
+        left += values
+    ax.invert_yaxis()
+    ax.set(xlabel=xlabel, title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return ax

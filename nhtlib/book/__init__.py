@@ -1,0 +1,9 @@
+"""The chapters' own library: one module per chapter, holding what a chapter notebook configures and judges but a
+reader need not study on the page — its presets (frozen, validated dataclasses, a why-comment per field), the
+paper's values it is held against, its claim declarations (`nhtlib.verdicts.ClaimSpec`, NHT's P1–P6 from
+`nhtlib.predictions`), and the analysis that turns its run tables into per-seed estimates. The notebook then reads
+like the paper: the claim, the set-up in a few lines, the run (cached), the figure, the verdict.
+
+* `toy` — chapter 1, the toy norm-hierarchy model (ours).
+"""
+from . import toy  # noqa: F401

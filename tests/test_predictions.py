@@ -1,0 +1,121 @@
+"""NHT's P1–P6, declared once (nhtlib.predictions): the per-seed statistics on tables with known answers, the rule
+of every Table 3 cell, and Table 3 as a query over the claims."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from nhtlib import predictions as pred
+from nhtlib import verdicts as v
+
+LAMS = [0.001, 0.01, 0.1, 1.0]
+
+
+def grid(seeds=(0, 1, 2), **columns):
+    """One row per (seed, λ); each column is a function (seed, λ) -> value."""
+    rows = [{"seed": s, "lam": lam, **{k: f(s, lam) for k, f in columns.items()}} for s in seeds for lam in LAMS]
+    return pd.DataFrame(rows)
+
+
+def test_p1_norm_ordering_per_seed():
+    falling = grid(V_final=lambda s, lam: 100.0 / (lam + 0.01 * (s + 1)))
+    est = pred.grid_spearman(falling, "V_final")
+    assert est.n == 3 and est.value == -1.0 and est.method == "exact"
+    assert pred.spec("P1", "CelebA").judge(est).verdict == v.REPRODUCED
+    rising = grid(V_final=lambda s, lam: lam * (s + 1))
+    assert pred.spec("P1", "CelebA").judge(pred.grid_spearman(rising, "V_final")).verdict == v.NOT_REPRODUCED
+
+
+def test_p1_averages_a_second_axis_before_ranking():
+    rows = grid(V_final=lambda s, lam: 10.0 / lam)
+    other = rows.assign(V_final=rows.V_final * 3)  # a second output scale: same ordering
+    assert pred.grid_spearman(pd.concat([rows, other]), "V_final").value == -1.0
+
+
+def test_p3_sign_matters():
+    """A rising bias-conflicting accuracy never reproduces the paper's fall (the old chapter-3 rule used |ρ|)."""
+    rising = grid(acc=lambda s, lam: 0.2 + lam * 0.5 + 0.01 * s)
+    est = pred.grid_spearman(rising, "acc")
+    assert est.value == 1.0
+    assert pred.spec("P3", "CIFAR-10 borders").judge(est).verdict == v.NOT_REPRODUCED
+    falling = grid(acc=lambda s, lam: 0.8 - lam * 0.5)
+    assert pred.spec("P3", "CIFAR-10 borders").judge(pred.grid_spearman(falling, "acc")).verdict == v.REPRODUCED
+
+
+def test_p2_regime_order_parts():
+    names = {0.001: "weak", 0.01: "weak", 0.1: "intermediate", 1.0: "strong"}
+    ordered = grid(regime=lambda s, lam: names[lam])
+    parts = pred.regime_order(ordered)
+    assert parts["all three occur"].value == 1.0 and parts["in order"].value == 1.0
+    assert pred.spec("P2", "CIFAR-10 borders").judge(parts).verdict == v.REPRODUCED
+    shuffled = {0.001: "strong", 0.01: "weak", 0.1: "intermediate", 1.0: "weak"}
+    parts = pred.regime_order(grid(regime=lambda s, lam: shuffled[lam]))
+    assert parts["all three occur"].value == 1.0 and parts["in order"].value == 0.0
+    assert pred.spec("P2", "CIFAR-10 borders").judge(parts).verdict == v.PARTLY
+    diverged = grid(regime=lambda s, lam: "diverged" if lam == 1.0 else names[lam])
+    assert pred.regime_order(diverged)["all three occur"].value == 0.0  # a diverged λ is no strong regime
+
+
+def test_p4_head_first_share():
+    table = grid(head_peak=lambda s, lam: 10.0, body_peak=lambda s, lam: 20.0 if lam < 1 else 5.0,
+                 head_decay=lambda s, lam: 40.0, body_decay=lambda s, lam: 30.0,
+                 regime=lambda s, lam: "intermediate")
+    est = pred.head_first_share(table, head_peak="head_peak", body_peak="body_peak", head_decay="head_decay",
+                                body_decay="body_decay", runs=table.regime == "intermediate")
+    assert est.value == pytest.approx(0.75) and est.method == "exact"
+    assert pred.spec("P4", "CIFAR-10 borders").judge(est).verdict == v.REPRODUCED
+    none = pred.head_first_share(table, head_peak="head_peak", body_peak="body_peak", head_decay="head_decay",
+                                 body_decay="body_decay", runs=table.regime == "weak")
+    assert none.n == 0 and pred.spec("P4", "CIFAR-10 borders").judge(none).verdict == v.INCONCLUSIVE
+
+
+def test_p6_inverse_lambda_r2():
+    exact = grid(T=lambda s, lam: 100.0 / lam + 50 + s)
+    est = pred.inverse_lambda_r2(exact, "T")
+    assert est.value == pytest.approx(1.0) and est.n == 3
+    assert pred.spec("P6", "modular arithmetic").judge(est).verdict == v.REPRODUCED
+    # CIFAR-10's × is a measured failure: the law holding means the failure is not reproduced
+    assert pred.spec("P6", "CIFAR-10 borders").judge(est).verdict == v.NOT_REPRODUCED
+    rng = np.random.default_rng(0)
+    noise = grid(T=lambda s, lam: float(rng.uniform(0, 100)))
+    assert pred.inverse_lambda_r2(noise, "T").value < 0.9
+    no_transition = grid(T=lambda s, lam: np.nan)
+    est = pred.inverse_lambda_r2(no_transition, "T")
+    assert est.n == 0 and pred.spec("P6", "CIFAR-10 borders").judge(est).verdict == v.INCONCLUSIVE
+
+
+def test_every_table3_cell_has_one_rule():
+    for domain in pred.DOMAINS:
+        for pid in pred.PREDICTIONS:
+            spec = pred.spec(domain=domain, pid=pid)
+            assert spec.id == pid and spec.source == "NHT"
+            if pred.TABLE3[domain][pid] == "—":
+                assert isinstance(spec.rule, v.NotTested)
+                assert spec.judge(None).verdict == v.NOT_TESTABLE
+                assert spec.judge(v.interval([1.0, 1.0, 1.0])).verdict == v.NOT_TESTABLE
+    assert pred.rule("P5", "CIFAR-10 borders") == v.AtLeast(pred.rule("P5", "CIFAR-10 borders").quantity, 0.5)
+    assert isinstance(pred.rule("P5", "CelebA"), v.AtMost)
+    assert pred.rule("P3", "Waterbirds").null and pred.rule("P4", "Waterbirds").null
+    with pytest.raises(KeyError):
+        pred.spec("P7", "CelebA")
+    with pytest.raises(KeyError):
+        pred.spec("P1", "ImageNet")
+
+
+def test_null_p3_on_a_dead_model_is_inconclusive():
+    """Waterbirds P3 (no λ orders the worst group) read 'reproduced' at smoke scale with WG accuracy 0.0 at every λ."""
+    flat = v.interval([0.05, -0.1, 0.0])
+    dead = v.interval([0.0, 0.01, -0.01])
+    alive = v.interval([0.3, 0.28, 0.33])
+    spec = pred.spec("P3", "Waterbirds")
+    assert spec.judge(flat, control=dead).verdict == v.INCONCLUSIVE
+    assert spec.judge(flat, control=alive).verdict == v.REPRODUCED
+
+
+def test_table3_is_a_query_over_the_claims():
+    claims = pd.DataFrame({"chapter": ["03", "03", "04"], "id": ["P1", "P6", "P1"],
+                           "verdict": [v.REPRODUCED, v.NOT_REPRODUCED, v.INCONCLUSIVE]})
+    table = pred.table3(claims, {"03": "CIFAR-10 borders", "04": "CelebA"})
+    assert table.loc["CIFAR-10 borders", "P1"] == "✓ | reproduced"
+    assert table.loc["CIFAR-10 borders", "P6"] == "× | not reproduced"
+    assert table.loc["CIFAR-10 borders", "P2"] == "✓ | not run"
+    assert table.loc["CelebA", "P1"] == "✓ | inconclusive"
