@@ -69,11 +69,12 @@ class Estimate:
 
     def text(self, digits: int = 2) -> str:
         """e.g. "−0.97 [−1.00, −0.91], n = 3 seeds" (the form every claims row shows)."""
+        units = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit  # "1 seed", "3 seeds"
         if not math.isfinite(self.value):
-            return f"no value (n = {self.n} {self.unit})"
+            return f"no value (n = {self.n} {units})"
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
-            return f"{_num(self.value, digits)} (no interval), n = {self.n} {self.unit}"
-        return f"{_num(self.value, digits)} [{_num(self.low, digits)}, {_num(self.high, digits)}], n = {self.n} {self.unit}"
+            return f"{_num(self.value, digits)} (no interval), n = {self.n} {units}"
+        return f"{_num(self.value, digits)} [{_num(self.low, digits)}, {_num(self.high, digits)}], n = {self.n} {units}"
 
     def __str__(self) -> str:
         return self.text()

@@ -131,7 +131,7 @@ def test_two_seeds_decide_nothing_even_with_a_finite_interval(rule):
 
 def test_empty_estimate_text():
     assert interval([]).text() == "no value (n = 0 seeds)"
-    assert interval([0.5]).text() == "0.50 (no interval), n = 1 seeds"
+    assert interval([0.5]).text() == "0.50 (no interval), n = 1 seed"
 
 
 # ------------------------------------------------------------------------------------------------- seed_bootstrap
