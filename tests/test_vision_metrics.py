@@ -32,7 +32,7 @@ def test_summarise_transition_times():
                           "shortcut_acc": np.linspace(1, 0.5, 11)})
     row = vision.summarise(table, ["run"], layers=["conv1"], clean_threshold=0.35).iloc[0]
     assert row.T_head_peak == 4 and row.T_head_contraction == 7 and row.T_clean_acc == 5
-    assert row.regime == "weak" and row["peak:conv1"] == 10 and math.isclose(row["decay_pct:head"], 17.0)
+    assert row.regime == "weak" and row["peak_step:conv1"] == 10 and math.isclose(row["decay_pct:head"], 17.0)
     growing = table.assign(**{"norm_sq:head": 1.0 + EPOCHS})
     assert math.isnan(vision.summarise(growing, ["run"]).iloc[0].T_head_peak)  # censored: the head never contracts
 
@@ -46,7 +46,7 @@ def test_separation_score():
 
 def test_regime_table_counts_and_means():
     summary = pd.DataFrame({"lam": [0.1, 0.1, 0.1, 1.0], "regime": ["weak", "intermediate", "intermediate", "strong"],
-                            "peak": [10, 6, 8, 1], "decay_pct": [1.0, 10.0, 20.0, 50.0],
+                            "peak_step": [10, 6, 8, 1], "decay_pct": [1.0, 10.0, 20.0, 50.0],
                             "V_peak": [100, 80, 60, 10], "V_final": [99, 72, 48, 5]})
     table = vision.regime_table(summary, "lam")
     assert table.loc[0.1, "regime"] == "intermediate" and table.loc[0.1, "seeds (w/i/s)"] == "1/2/0"

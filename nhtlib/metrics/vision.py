@@ -63,8 +63,9 @@ def classify_norm_regime(steps: Sequence[float], norm: Sequence[float], rule: Vi
 def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", layers: Sequence[str] = (),
               head: str = "head", clean: str = "clean_acc", clean_threshold: float = 0.5,
               contraction_fraction: float = 0.1, rule: VisionRegimeRule = VisionRegimeRule()) -> pd.DataFrame:
-    """One row per run: V_peak, peak (time of the total norm's maximum), decay_pct, regime, the final value of every
-    accuracy column, per layer L peak:L / decay_pct:L, and the three transition times T_head_peak,
+    """One row per run, in the column schema of `nht.regimes.summarise_runs`: V_peak, peak_step (time of the total
+    norm's maximum, in the `time` unit), decay_pct, regime, the final value of every accuracy column, per layer L
+    peak_step:L / decay_pct:L, and the three transition times T_head_peak,
     T_head_contraction, T_clean_acc (NaN when never reached), diverged_step (a diverged run: regime "diverged",
     NaN elsewhere)."""
     rows = []
@@ -78,12 +79,12 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         v = g["norm_sq"].to_numpy(float)
         hv = g[f"norm_sq:{head}"].to_numpy(float)
         row = dict(zip(by, key))
-        row.update({"V_peak": peak_value(t, v), "V_final": float(v[-1]), "peak": peak_step(t, v),
+        row.update({"V_peak": peak_value(t, v), "V_final": float(v[-1]), "peak_step": peak_step(t, v),
                     "decay_pct": decay_percent(t, v), "regime": classify_norm_regime(t, v, rule)})
         row.update({f"final_{c}": float(g[c].iloc[-1]) for c in acc_cols})
         for layer in dict.fromkeys([head, *layers]):
             lv = g[f"norm_sq:{layer}"].to_numpy(float)
-            row[f"peak:{layer}"] = peak_step(t, lv)
+            row[f"peak_step:{layer}"] = peak_step(t, lv)
             row[f"decay_pct:{layer}"] = decay_percent(t, lv)
         # the head's peak counts as a transition only when the head norm then contracts (else the run is censored)
         row["T_head_peak"] = peak_step(t, hv) if decay_percent(t, hv) >= rule.weak_max_decay else float("nan")
@@ -91,8 +92,8 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         row["T_clean_acc"] = transition_step(t, g[clean], clean_threshold, after=t[t > 0].min() if (t > 0).any()
                                              else None)
         rows.append({**row, "diverged_step": float("nan")})
-    columns = [*by, "V_peak", "V_final", "peak", "decay_pct", "regime", *[f"final_{c}" for c in acc_cols],
-               *[f"{q}:{layer}" for layer in dict.fromkeys([head, *layers]) for q in ("peak", "decay_pct")],
+    columns = [*by, "V_peak", "V_final", "peak_step", "decay_pct", "regime", *[f"final_{c}" for c in acc_cols],
+               *[f"{q}:{layer}" for layer in dict.fromkeys([head, *layers]) for q in ("peak_step", "decay_pct")],
                "T_head_peak", "T_head_contraction", "T_clean_acc", "diverged_step"]
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, also when every run diverged
 
@@ -104,7 +105,7 @@ def regime_table(summary: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame
     g = summary.groupby(by)
     return pd.DataFrame({
         "regime": g.regime.agg(majority_regime), "seeds (w/i/s)": g.regime.agg(regime_counts),
-        "peak epoch": g.peak.mean().round(1), "decay %": g.decay_pct.mean().round(1),
+        "peak epoch": g.peak_step.mean().round(1), "decay %": g.decay_pct.mean().round(1),
         "decay % sd": g.decay_pct.std().round(1), "V_peak": g.V_peak.mean().round(0),
         "V_final": g.V_final.mean().round(0), "V_final sd": g.V_final.std().round(0),
     })
