@@ -5,5 +5,7 @@ paper's values it is held against, its claim declarations (`nhtlib.verdicts.Clai
 like the paper: the claim, the set-up in a few lines, the run (cached), the figure, the verdict.
 
 * `toy` — chapter 1, the toy norm-hierarchy model (ours).
+* `richness` — chapter 5, dynamical richness D_LR (Nam et al.): Shortcut MNIST (ours), grokking, α, BatchNorm, ResNet18.
 """
 from . import toy  # noqa: F401
+from . import richness  # noqa: F401
