@@ -125,9 +125,10 @@ def spec(pid: str, domain: str) -> ClaimSpec:
     cell = CELLS[domain][pid]
     if domain in TABLE3:
         verb = {"✓": "holds", "×": "fails", "—": "is ticked without evidence"}[cell]
-        statement = f"NHT's {PREDICTIONS[pid]} {verb} on {domain} (Table 3: {cell})"
+        statement = f"NHT's prediction {pid} ({PREDICTIONS[pid]}) {verb} on {domain} (Table 3: {cell})"
     else:
-        statement = f"NHT's {PREDICTIONS[pid]} holds on the book's {domain}, built to meet NHT's assumptions"
+        statement = (f"NHT's prediction {pid} ({PREDICTIONS[pid]}) holds on the book's {domain}, built to meet its "
+                     "assumptions")
     return ClaimSpec(pid, statement, PAPER_VALUES[pid], "NHT" if domain in TABLE3 else "book", rule(pid, domain))
 
 
@@ -197,13 +198,22 @@ def head_first_share(summary: pd.DataFrame, *, head_peak: str, body_peak: str, h
     return interval([share(chosen[chosen[seed] == s]) for s in sorted(seeds)], bounds=(-minus, 1.0 - minus))
 
 
-def seed_mean(summary: pd.DataFrame, value: str, *, runs: pd.Series | None = None, seed: str = "seed") -> Estimate:
+def seed_mean(summary: pd.DataFrame, value: str, *, runs: pd.Series | None = None, seed: str = "seed",
+              bounds: tuple[float, float] | None = None) -> Estimate:
     """Per seed: the mean of `value` over the selected runs (P5 with value = S over the pooled runs; a positive
-    control such as accuracy minus chance); summarised over seeds."""
+    control such as accuracy minus chance); summarised over seeds, the interval clipped to `bounds` (the value's own
+    range, e.g. CORRELATION for S_traj)."""
     chosen = summary if runs is None else summary[runs.reindex(summary.index, fill_value=False)]
     seeds = sorted(summary[seed].unique())
     return interval([float(chosen.loc[chosen[seed] == s, value].mean()) if (chosen[seed] == s).any()
-                     else float("nan") for s in seeds])
+                     else float("nan") for s in seeds], bounds=bounds)
+
+
+def separation_estimate(summary: pd.DataFrame, *, score: str = "S", pooled: str = "pooled",
+                        seed: str = "seed") -> Estimate:
+    """P5 per seed: the mean S_traj (`score`, a Spearman correlation) over the seed's pooled runs (`pooled`, see
+    `separation.pooled`), with its interval within [−1, 1]."""
+    return seed_mean(summary, score, runs=summary[pooled].astype(bool), seed=seed, bounds=CORRELATION)
 
 
 def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", seed: str = "seed",

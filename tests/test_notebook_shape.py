@@ -9,6 +9,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ON_THE_LIBRARY = ["01_toy_norm_hierarchy",  # chapters whose presets, claims and analysis live in nhtlib.book
+                  "03_border_cifar",
                   "05_dlr_batchnorm"]
 MAX_CELL_LINES = 25
 VERDICT_WORDS = ("reproduced", "not testable", "inconclusive", "partly")

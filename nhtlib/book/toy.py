@@ -165,7 +165,7 @@ def estimates(summary: pd.DataFrame) -> dict[str, Estimate | dict[str, Estimate]
         "P4": predictions.head_first_share(summary, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
                                            head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
                                            runs=summary.regime == "intermediate"),
-        "P5": predictions.seed_mean(summary, "S", runs=summary.pooled),
+        "P5": predictions.separation_estimate(summary),
     }
 
 
