@@ -9,7 +9,7 @@ closing table. `scoreboard()` gathers every chapter's claims for the book's Scor
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -23,49 +23,28 @@ COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "s
 UNASSIGNED = "unassigned"  # the source of a row recorded with `add` (no declared claim behind it)
 
 
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    statement: str
-    paper: str
-    ours: str
-    verdict: str
-    source: str = ""
-    rule: str = ""
-    n: int | None = None
-    low: float | None = None
-    high: float | None = None
-    null: bool = False
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        check_choice("verdict", self.verdict, VERDICTS)
-        for name in ("id", "statement", "paper", "ours"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise ConfigError(f"claim {name}={getattr(self, name)!r} must be a non-empty string")
-
-
 class Claims:
     """The claims of one chapter at one scale."""
 
     def __init__(self, chapter: str, scale: str):
         self.chapter, self.scale = chapter, scale
-        self._claims: list[Claim] = []
+        self._claims: list[ClaimResult] = []
 
     def add(self, id: str, statement: str, paper: str, ours: str, verdict: str) -> None:  # noqa: A002
-        """Record one claim whose verdict (one of VERDICTS) was decided elsewhere."""
-        self._append(Claim(id, statement, paper, ours, verdict))
+        """Record one claim whose verdict (one of VERDICTS) was decided elsewhere: a row without source, rule, n or
+        interval (counted as source 'unassigned')."""
+        check_choice("verdict", verdict, VERDICTS)
+        for name, value in (("id", id), ("statement", statement), ("paper", paper), ("ours", ours)):
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"claim {name}={value!r} must be a non-empty string")
+        self.record(ClaimResult(id, statement, paper, "", ours, None, None, None, "", verdict, False))
 
     def record(self, result: ClaimResult) -> ClaimResult:
         """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose)."""
-        self._append(Claim(result.id, result.statement, result.paper, result.ours, result.verdict, result.source,
-                           result.rule, result.n, result.low, result.high, result.null, result.note))
+        if any(c.id == result.id for c in self._claims):
+            raise ConfigError(f"claim id {result.id!r} is recorded twice in chapter {self.chapter!r}")
+        self._claims.append(result)
         return result
-
-    def _append(self, claim: Claim) -> None:
-        if any(c.id == claim.id for c in self._claims):
-            raise ConfigError(f"claim id {claim.id!r} is recorded twice in chapter {self.chapter!r}")
-        self._claims.append(claim)
 
     def frame(self) -> pd.DataFrame:
         rows = [{"chapter": self.chapter, **asdict(c), "scale": self.scale} for c in self._claims]

@@ -138,3 +138,18 @@ def fit_contraction(steps: Sequence[float], values: Sequence[float], start: floa
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid ** 2).sum()) / ss if ss > 0 else np.nan
     return ContractionFit(rate=float(np.exp(log_r)), amplitude=a, offset=c, r2=r2)
+
+
+def contraction_between(steps: Sequence[float], values: Sequence[float], start: float, end: float
+                        ) -> tuple[float, float, float]:
+    """(rate r, gamma = 1 - r per step, R²) of V_t = A r^t + C fitted on the logged points start <= t <= end (e.g.
+    from T_mem to the end of the run, or over an escape); NaNs with fewer than 4 points or when the fit fails."""
+    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    keep = (steps >= start) & (steps <= end)
+    if not (np.isfinite(start) and np.isfinite(end)) or keep.sum() < 4:
+        return np.nan, np.nan, np.nan
+    try:
+        fit = fit_contraction(steps[keep], values[keep])
+    except (RuntimeError, ValueError):
+        return np.nan, np.nan, np.nan
+    return fit.rate, fit.gamma, fit.r2

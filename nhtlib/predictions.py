@@ -33,6 +33,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .delay_law import fit_inverse_lambda
 from .regimes import REGIMES
 from .verdicts import (AllOf, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Rule,
                        interval)
@@ -134,11 +135,13 @@ def spec(pid: str, domain: str) -> ClaimSpec:
 
 # --------------------------------------------------------------------------------- per-seed statistics (Analysis)
 
-def _per_seed(summary: pd.DataFrame, seed: str, fn) -> list[float]:
-    return [fn(g) for _, g in summary.groupby(seed, sort=True)]
+def per_seed(summary: pd.DataFrame, fn, seed: str = "seed") -> list[float]:
+    """fn(rows of one seed) -> float, for every seed in seed order: the per-seed statistics `interval` summarises."""
+    return [float(fn(g)) for _, g in summary.groupby(seed, sort=True)]
 
 
-def _spearman(x, y) -> float:
+def spearman(x, y) -> float:
+    """Spearman ρ of y against x over the finite pairs; NaN with fewer than 3 pairs or a constant side."""
     from scipy.stats import spearmanr
 
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -151,7 +154,7 @@ def _spearman(x, y) -> float:
 def grid_spearman(summary: pd.DataFrame, value: str, *, lam: str = "lam", seed: str = "seed") -> Estimate:
     """Per seed: Spearman ρ between λ and `value` over the grid (rows of one λ averaged first, e.g. over a second
     axis), NaN with fewer than 3 λ's; summarised over seeds. P1 (value = final norm) and P3 (a group metric)."""
-    return interval(_per_seed(summary, seed, lambda g: _spearman(*_by_lambda(g, value, lam))), bounds=CORRELATION)
+    return interval(per_seed(summary, lambda g: spearman(*_by_lambda(g, value, lam)), seed), bounds=CORRELATION)
 
 
 def _by_lambda(g: pd.DataFrame, value: str, lam: str) -> tuple[np.ndarray, np.ndarray]:
@@ -177,8 +180,8 @@ def regime_order(summary: pd.DataFrame, *, regime: str = "regime", lam: str = "l
         order = [REGIMES.index(r) for r in per_lambda(g)]
         return float(bool(order) and order == sorted(order))
 
-    return {"all three occur": interval(_per_seed(summary, seed, three), bounds=SHARE),
-            "in order": interval(_per_seed(summary, seed, ordered), bounds=SHARE)}
+    return {"all three occur": interval(per_seed(summary, three, seed), bounds=SHARE),
+            "in order": interval(per_seed(summary, ordered, seed), bounds=SHARE)}
 
 
 def head_first_share(summary: pd.DataFrame, *, head_peak: str, body_peak: str, head_decay: str, body_decay: str,
@@ -222,13 +225,11 @@ def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", see
     `time` (rows of one λ averaged first); NaN with fewer than `min_points` λ's."""
     def r2(g: pd.DataFrame) -> float:
         x, t = _by_lambda(g.dropna(subset=[time]), time, lam)
-        if len(x) < min_points or np.ptp(t) == 0:
+        if len(x) < min_points:
             return float("nan")
-        a, b = np.polyfit(1.0 / x, t, 1)
-        residual = t - (a / x + b)
-        return float(1.0 - (residual ** 2).sum() / ((t - t.mean()) ** 2).sum())
+        return fit_inverse_lambda(x, t, n_boot=0).r2  # NaN for a constant T
 
-    return interval(_per_seed(summary, seed, r2), bounds=(-math.inf, 1.0))
+    return interval(per_seed(summary, r2, seed), bounds=(-math.inf, 1.0))
 
 
 def table3(claims: pd.DataFrame, domain_of_chapter: dict[str, str]) -> pd.DataFrame:

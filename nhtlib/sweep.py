@@ -156,7 +156,7 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
         for start in range(0, len(indices), max_members):
             chunk = indices[start:start + max_members]
             trained = _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
-                                   extra_metrics, desc)
+                                   extra_metrics, desc, fingerprints[_data_identity(configs[chunk[0]])])
             for i in chunk:
                 # read back what was stored (the same dtypes as any later cache hit); another process training the
                 # same member may have stored its own equal table meanwhile, which is as good
@@ -174,8 +174,9 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
 
 
 def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, device: str, progress: bool,
-                 extra_metrics: ExtraMetrics | None, desc: str) -> dict[str, pd.DataFrame]:
-    """Train one batch of members, store each in the cache, return {key: table}."""
+                 extra_metrics: ExtraMetrics | None, desc: str, fingerprint: str | None) -> dict[str, pd.DataFrame]:
+    """Train one batch of members (they read the same data, whose `fingerprint` their metadata records), store each
+    in the cache, return {key: table}."""
     first = configs[0]
     seeds = [c.seed for c in configs]
     data = stack_members([c.task.build(c.seed) for c in configs]).to(device)
@@ -187,7 +188,6 @@ def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, dev
                    weight_decays=[c.train.weight_decay for c in configs], checkpoint_path=checkpoint,
                    extra_metrics=extra_metrics, progress=progress, desc=f"{desc} ({len(configs)} members)")
     wall = time.perf_counter() - started
-    fingerprint = first.task.data_fingerprint()  # members of a batch read the same data
     for config, key, table in zip(configs, keys, tables):
         diverged_step = float(table["diverged_step"].iloc[0]) if len(table) else float("nan")
         cache.save(key, table, config.to_dict(), device=str(device), wall_time_s=wall,

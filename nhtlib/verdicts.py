@@ -361,16 +361,17 @@ class NotTested(Rule):
 
 @dataclass(frozen=True)
 class ClaimResult:
-    """One claims row (see shared/design/verdicts.md "What a row shows")."""
+    """One claims row (see shared/design/verdicts.md "What a row shows"). n, low and high are None for a row whose
+    verdict was decided without a declared rule (`nhtlib.claims.Claims.add`)."""
 
     id: str
     statement: str
     paper: str
     source: str
     ours: str
-    n: int
-    low: float
-    high: float
+    n: int | None
+    low: float | None
+    high: float | None
     rule: str
     verdict: str
     null: bool

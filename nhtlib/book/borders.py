@@ -403,10 +403,6 @@ CLAIMS = {
 }
 
 
-def _per_seed(summary: pd.DataFrame, fn) -> list[float]:
-    return [float(fn(g)) for _, g in summary.groupby("seed", sort=True)]
-
-
 def _share_decaying(g: pd.DataFrame) -> float:
     big = g[g.lam >= T22_MIN_LAMBDA]
     return float((big.decay_pct >= T22_MIN_DECAY).mean()) if len(big) else float("nan")
@@ -441,7 +437,7 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
         grid_ = ", ".join(f"{v:g}" for v in sorted(a.lam.unique()))
         return predictions.regime_order(a), None, f"Over this scale's λ grid ({grid_})"
     if cid == "T2-2":
-        return interval(_per_seed(a, _share_decaying), bounds=SHARE), None, ""
+        return interval(predictions.per_seed(a, _share_decaying), bounds=SHARE), None, ""
     if cid == "T2-3":
         return predictions.grid_spearman(a, "decay_pct"), None, ""
     if cid == "P3":
@@ -463,7 +459,7 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
         at_one = grid_[grid_.rho == 1.0]
         if phase_cells(runs) < len(PAPER_LAMBDAS) * len(PAPER_RHOS) or not len(at_one):
             return None, None, f"Only {phase_cells(runs)} of the paper's 28 (λ, ρ) cells run at this scale"
-        return interval(_per_seed(at_one, lambda g: g.final_clean_acc.max()), bounds=SHARE), None, ""
+        return interval(predictions.per_seed(at_one, lambda g: g.final_clean_acc.max()), bounds=SHARE), None, ""
     if cid == "AB1":
         return {name: interval(_paired(abl, x, y)) for name, x, y in AB1_ORDER}, None, ""
     if cid == "AB2":

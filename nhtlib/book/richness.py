@@ -541,23 +541,12 @@ def _end_change(final: pd.DataFrame, value: str, relative: bool) -> list[float]:
     return out
 
 
-def _rho(x, y) -> float:
-    """Spearman ρ of y against x over the finite pairs; NaN with fewer than 3 or a constant side."""
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    if keep.sum() < 3 or np.ptp(x[keep]) == 0 or np.ptp(y[keep]) == 0:
-        return float("nan")
-    return float(spearmanr(x[keep], y[keep]).statistic)
-
-
 def _nc1_against_dlr(final: pd.DataFrame) -> list[float]:
     """Per seed: ρ(α, NC1) times the sign of ρ(α, D_LR) (NaN when either ρ does not exist)."""
     out = []
     for _, g in final.groupby("seed"):
         x = g.groupby("alpha")[["nc1", "dlr"]].mean()
-        out.append(_rho(x.index, x.nc1) * np.sign(_rho(x.index, x.dlr)))
+        out.append(predictions.spearman(x.index, x.nc1) * np.sign(predictions.spearman(x.index, x.dlr)))
     return out
 
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..delay_law import contraction_rate, fit_contraction
+from ..delay_law import contraction_between, contraction_rate
 from ..regimes import DIVERGED, diverged_step, summarise_runs, transition_step
 from ..separation import per_run
 
@@ -44,18 +44,6 @@ def add_hidden_norm(table: pd.DataFrame, norm: str = "norm_sq") -> pd.DataFrame:
     cols = [c for c in out.columns if c.startswith(f"{norm}:") and c not in (f"{norm}:embedding", f"{norm}:head")]
     out[f"{norm}:hidden"] = out[cols].sum(axis=1) if cols else np.nan
     return out
-
-
-def _contraction(steps: np.ndarray, values: np.ndarray, start: float, end: float) -> tuple[float, float, float]:
-    """(rate r, gamma, R²) of V_t = A r^t + C on start <= t <= end; NaNs when too few points or the fit fails."""
-    keep = (steps >= start) & (steps <= end)
-    if not np.isfinite(start) or keep.sum() < 4:
-        return np.nan, np.nan, np.nan
-    try:
-        fit = fit_contraction(steps[keep], values[keep])
-    except (RuntimeError, ValueError):
-        return np.nan, np.nan, np.nan
-    return fit.rate, fit.gamma, fit.r2
 
 
 def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_threshold: float = 0.99,
@@ -86,7 +74,7 @@ def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_t
             after = s[s >= t_grok + post_window]
             end = after[0] if len(after) else s[-1]
         v_post = float(v[s == end][0])
-        r, gamma, r2 = _contraction(s, v, t_mem, end)
+        r, gamma, r2 = contraction_between(s, v, t_mem, end)
         extra.append({**row, "V_post": v_post, "T_end": end, "r_fit": r, "gamma_fit": gamma, "fit_r2": r2})
     extra = pd.DataFrame(extra)
     for col in ("V_post", "T_end", "r_fit", "gamma_fit", "fit_r2"):  # absent when every run diverged
