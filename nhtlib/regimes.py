@@ -206,23 +206,6 @@ def summarise_runs(table, by: Sequence[str] = ("run",), *, norm: str = "norm_sq"
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, also when every run diverged
 
 
-def separation_score(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[float], *,
-                     start: float | None = None, min_points: int = 3) -> float:
-    """The book's trajectory estimator S_traj of NHT's clean norm separation (shared/papers/nht.md §1.5): the Spearman
-    correlation between ||theta||^2 and a shortcut-reliance signal over the logged points from `start` (default: the
-    norm's peak step, i.e. the contraction phase) to the end. S ~ 1: reliance falls exactly as the norm falls.
-    NaN with fewer than `min_points` points or a constant series."""
-    from scipy.stats import spearmanr
-
-    s, v = _as_arrays(steps, norm)
-    r = np.asarray(reliance, dtype=float)
-    t0 = peak_step(s, v) if start is None else start
-    keep = s >= t0 if np.isfinite(t0) else np.zeros_like(s, bool)
-    if keep.sum() < min_points or np.ptp(v[keep]) == 0 or np.ptp(r[keep]) == 0:
-        return float("nan")
-    return float(spearmanr(v[keep], r[keep]).statistic)
-
-
 def regime_counts(regimes: Sequence[str]) -> str:
     """How many seeds fell in each regime, as "weak/intermediate/strong" counts, e.g. "0/2/1"; diverged seeds are
     counted apart, e.g. "0/1/1 (+1 diverged)"."""

@@ -1,7 +1,7 @@
 """The S spectrum: NHT's clean-norm-separation score, one value per domain, gathered across chapters.
 
 NHT reports S ≈ 1.0 (modular arithmetic), 0.5–0.7 (CIFAR-10 borders), −0.11 (CelebA) and ≈ 0 (Waterbirds) without a
-formula (shared/papers/nht.md §1.5). The book's estimator is ours: S_traj (`regimes.separation_score`), the Spearman
+formula (shared/papers/nht.md §1.5). The book's estimator is ours: S_traj (`s_traj`; `per_run` for every run of a table), the Spearman
 correlation between ‖θ‖² and a shortcut-reliance signal φ over one run's contraction phase, averaged over the
 runs of a domain's intermediate regime.
 
@@ -32,6 +32,23 @@ def _file_name(domain: str) -> str:
     return f"separation-{slug}.csv"
 
 
+def s_traj(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[float], *,
+                     start: float | None = None, min_points: int = 3) -> float:
+    """The book's trajectory estimator S_traj of NHT's clean norm separation (shared/papers/nht.md §1.5): the Spearman
+    correlation between ‖θ‖² and a shortcut-reliance signal over the logged points from `start` (default: the
+    norm's peak step, i.e. the contraction phase) to the end. S ~ 1: reliance falls exactly as the norm falls.
+    NaN with fewer than `min_points` points or a constant series."""
+    from scipy.stats import spearmanr
+
+    s, v = np.asarray(steps, dtype=float), np.asarray(norm, dtype=float)
+    r = np.asarray(reliance, dtype=float)
+    t0 = regimes.peak_step(s, v) if start is None else start
+    keep = s >= t0 if np.isfinite(t0) else np.zeros_like(s, bool)
+    if keep.sum() < min_points or np.ptp(v[keep]) == 0 or np.ptp(r[keep]) == 0:
+        return float("nan")
+    return float(spearmanr(v[keep], r[keep]).statistic)
+
+
 def per_run(table: pd.DataFrame, by: Sequence[str], reliance: str, *, time: str = "step", norm: str = "norm_sq",
             start: pd.Series | None = None, min_points: int = 3) -> pd.Series:
     """S_traj of every run of a training table (one row per logged step): the Spearman correlation of `norm` and the
@@ -47,7 +64,7 @@ def per_run(table: pd.DataFrame, by: Sequence[str], reliance: str, *, time: str 
         if np.isfinite(regimes.diverged_step(g)):  # a diverged run has no contraction phase to score
             values.append(np.nan)
             continue
-        values.append(regimes.separation_score(g[time], g[norm], g[reliance], start=t0, min_points=min_points))
+        values.append(s_traj(g[time], g[norm], g[reliance], start=t0, min_points=min_points))
     index = pd.MultiIndex.from_tuples(keys, names=by) if len(by) > 1 else pd.Index(keys, name=by[0])
     return pd.Series(values, index=index, name="S", dtype=float)
 

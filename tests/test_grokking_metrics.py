@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nhtlib import separation
 from nhtlib.metrics import grokking
 
 STEPS = np.arange(0, 5001, 100)
@@ -74,11 +75,13 @@ def test_regimes_and_table():
     assert dict(grokking.classify_lambdas(no_ii)) == {0.01: "I", 5.0: "III"}
 
 
-def test_separation_score():
+def test_separation_of_a_grokking_run():
     t = trajectory()
     s = t.step.to_numpy(float)
     t["test_acc"] = np.clip((s - 300) / 5000, 0, 1)  # reliance 1 - acc falls while the norm falls: S = +1
-    score = grokking.separation_score(t, start=pd.Series({0: 300.0}))
+    start = pd.Series({0: 300.0})
+    score = separation.per_run(t.assign(reliance=1 - t.test_acc), ["run"], "reliance", start=start)
     assert score[0] == pytest.approx(1.0)
     t["test_acc"] = 1 - t["test_acc"]  # reliance rises while the norm falls: S = -1
-    assert grokking.separation_score(t, start=pd.Series({0: 300.0}))[0] == pytest.approx(-1.0)
+    assert separation.per_run(t.assign(reliance=1 - t.test_acc), ["run"], "reliance", start=start)[0] == \
+        pytest.approx(-1.0)

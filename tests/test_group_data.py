@@ -9,6 +9,7 @@ from PIL import Image
 
 from nhtlib.config import ConfigError
 from nhtlib.data import celeba, grouped, waterbirds
+from nhtlib.data import groups as naming
 from nhtlib.metrics import groups
 
 # ------------------------------------------------------------------------------------------------------------ CelebA
@@ -323,10 +324,10 @@ def test_add_group_metrics_missing_groups():
 
 
 def test_group_helpers():
-    assert groups.group_split_name("test", 1, 0) == "test_y1a0"
-    assert groups.GROUP_PATTERN.match("test_y1a0")["split"] == "test"
-    assert groups.parse_group_name("val_y0a1") == ("val", 0, 1) and groups.parse_group_name("y1a1") == (None, 1, 1)
-    assert groups.parse_group_name("train") is None
+    assert naming.group_split_name("test", 1, 0) == "test_y1a0"
+    assert naming.GROUP_PATTERN.match("test_y1a0")["split"] == "test"
+    assert naming.parse_group_name("val_y0a1") == ("val", 0, 1) and naming.parse_group_name("y1a1") == (None, 1, 1)
+    assert naming.parse_group_name("train") is None
     accs = {"test_y0a0": 0.9, "test_y1a1": 0.4}
     assert groups.worst_group_accuracy(accs) == 0.4
     assert math.isnan(groups.worst_group_accuracy({"a": 0.5, "b": float("nan")}))
@@ -337,5 +338,5 @@ def test_group_helpers():
                                                                     ["val", 0, 0, 5]]
     assert table["share"].tolist() == [0.75, 0.25, 1.0]
     assert list(groups.group_table({"y0a1": 1, "y0a0": 3}).columns) == ["y", "a", "count", "share"]
-    assert groups.majority_pairing([0, 0, 0, 1, 1], [1, 1, 0, 0, 1]) == {0: 1, 1: 1}  # tie -> a = y
-    assert groups.count_groups([0, 1, 1], [0, 1, 1]) == {(0, 0): 1, (0, 1): 0, (1, 0): 0, (1, 1): 2}
+    assert naming.majority_pairing([0, 0, 0, 1, 1], [1, 1, 0, 0, 1]) == {0: 1, 1: 1}  # tie -> a = y
+    assert naming.count_groups([0, 1, 1], [0, 1, 1]) == {(0, 0): 1, (0, 1): 0, (1, 0): 0, (1, 1): 2}

@@ -83,14 +83,3 @@ def test_structured_min_requires_an_actual_transition():
     partial = np.where(steps < 60, 0.5, 0.6)
     assert classify_regime(steps, norm, learned, partial) == "intermediate"
     assert classify_regime(steps, norm, learned, partial, RegimeRule(structured_min=0.9)) == "weak"
-
-
-def test_separation_score_known_answers():
-    from nhtlib.regimes import separation_score
-
-    t = np.arange(6.0)
-    v = np.array([1, 5, 4, 3, 2, 1.0])  # peak at step 1
-    assert separation_score(t, v, v / 5) == pytest.approx(1.0)
-    assert separation_score(t, v, -v) == pytest.approx(-1.0)
-    assert math.isnan(separation_score(t, v, np.ones(6)))
-    assert math.isnan(separation_score(t, v, v, start=4.0))  # two points < min_points

@@ -1,4 +1,6 @@
 """The S spectrum: per-run separation scores recorded by chapters, gathered and summarised per domain."""
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,12 +49,12 @@ def test_pooled_prefers_intermediate_runs_else_contracting_ones():
     assert np.isnan(separation.paper_value("toy (XOR, ours)")[0])
 
 
-def test_separation_score_signs():
+def test_s_traj_signs():
     steps = np.arange(10)
     norm = np.r_[np.arange(5), np.arange(5, 0, -1)].astype(float)  # peak at step 5, then contracts
     falling = np.r_[np.ones(5), np.linspace(1, 0, 5)]  # reliance falls with the norm after the peak
-    assert nht.regimes.separation_score(steps, norm, falling) == pytest.approx(1.0)
-    assert nht.regimes.separation_score(steps, norm, 1 - falling) == pytest.approx(-1.0)
+    assert separation.s_traj(steps, norm, falling) == pytest.approx(1.0)
+    assert separation.s_traj(steps, norm, 1 - falling) == pytest.approx(-1.0)
 
 
 def test_per_run_scores_every_run_from_its_norm_peak():
@@ -67,3 +69,12 @@ def test_per_run_scores_every_run_from_its_norm_peak():
     assert s.loc[(0.1, 0)] == pytest.approx(1.0) and s.loc[(1.0, 0)] == pytest.approx(-1.0)
     late = separation.per_run(table, ["lam"], "phi", start=pd.Series({0.1: 8.0, 1.0: 8.0}))  # only 2 points left
     assert list(late.index) == [0.1, 1.0] and late.isna().all()
+
+
+def test_s_traj_known_answers():
+    t = np.arange(6.0)
+    v = np.array([1, 5, 4, 3, 2, 1.0])  # peak at step 1
+    assert separation.s_traj(t, v, v / 5) == pytest.approx(1.0)
+    assert separation.s_traj(t, v, -v) == pytest.approx(-1.0)
+    assert math.isnan(separation.s_traj(t, v, np.ones(6)))
+    assert math.isnan(separation.s_traj(t, v, v, start=4.0))  # two points < min_points

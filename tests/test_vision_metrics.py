@@ -37,13 +37,6 @@ def test_summarise_transition_times():
     assert math.isnan(vision.summarise(growing, ["run"]).iloc[0].T_head_peak)  # censored: the head never contracts
 
 
-def test_separation_score():
-    v = np.array([1, 5, 4, 3, 2, 1.0])
-    assert math.isclose(vision.separation_score(np.arange(6), v, v / 5), 1.0)
-    assert math.isclose(vision.separation_score(np.arange(6), v, -v), -1.0)
-    assert math.isnan(vision.separation_score(np.arange(6), v, np.ones(6)))
-
-
 def test_regime_table_counts_and_means():
     summary = pd.DataFrame({"lam": [0.1, 0.1, 0.1, 1.0], "regime": ["weak", "intermediate", "intermediate", "strong"],
                             "peak_step": [10, 6, 8, 1], "decay_pct": [1.0, 10.0, 20.0, 50.0],

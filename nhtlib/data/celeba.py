@@ -20,7 +20,7 @@ centre), then resize to image_size x image_size with Pillow's "box" filter (an a
 down-sampling; `files.resample` reproduces Pillow's output exactly), cached as uint8 under
 results_root()/data_cache keyed by the content fingerprint of the decoded images and image_size. The task's data
 fingerprint covers the three annotation files and every .jpg present (so it needs no parse of the 26 MB attribute
-file). `CelebATask` builds the grouped Dataset of `nhtlib.metrics.groups`: y = target attribute (default
+file). `CelebATask` builds the grouped Dataset of `nhtlib.data.groups`: y = target attribute (default
 Smiling), a = spurious attribute (default Blond_Hair), split "train" plus one split per non-empty test group
 ``test_y{y}a{a}``. Pixels are standardised with mean = std = 0.5 per channel (x in [-1, 1]): a fixed, documented
 choice rather than statistics of whichever subset is present.
@@ -49,7 +49,7 @@ import pandas as pd
 import torch
 
 from ..config import ConfigError, check_choice, check_range, not_identity
-from ..metrics.groups import count_groups, group_split_name
+from .groups import count_groups, group_split_name
 from ..paths import data_root as resolve_data_root
 from . import Dataset, TaskConfig
 from .cifar import to_float

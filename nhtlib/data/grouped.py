@@ -1,5 +1,5 @@
 """Grouped data sets for spurious-correlation tasks (CelebA, Waterbirds): the Dataset layout of
-`nhtlib.metrics.groups` — a "train" split plus one evaluation split per (target y, spurious attribute a) group —
+`nhtlib.data.groups` — a "train" split plus one evaluation split per (target y, spurious attribute a) group —
 and the group-stratified subset both tasks use to shrink their training sets.
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..metrics.groups import count_groups, group_split_name, majority_pairing
+from .groups import count_groups, group_split_name, majority_pairing
 from . import Dataset, Split
 
 SMALL_GROUP = 30  # test groups with fewer images give accuracies too noisy to compare (binomial sd > 9 points)
@@ -31,7 +31,7 @@ def stratified_subset(groups, n: int, seed: int = 0) -> np.ndarray:
 
 def grouped_dataset(train_x: torch.Tensor, train_y, train_a, eval_x: torch.Tensor, eval_y, eval_a, *,
                     eval_split: str = "test", target: str, spurious: str, note: str, **meta) -> Dataset:
-    """The grouped Dataset of nhtlib.metrics.groups from float images and 0/1 labels (shared with waterbirds).
+    """The grouped Dataset of nhtlib.data.groups from float images and 0/1 labels (shared with waterbirds).
 
     train_x / eval_x: float32 (N, 3, S, S), already standardised; train_y / eval_y: target, train_a / eval_a:
     spurious attribute (0/1 arrays).

@@ -1,7 +1,7 @@
 """Waterbirds (NHT's Waterbirds experiment; shared/papers/nht.md §3.5 and §7.3): the real data set, or a clearly
 labelled CUB stand-in.
 
-Both sources give the grouped Dataset of `nhtlib.metrics.groups`: y = 1 waterbird / 0 landbird, a = 1 water /
+Both sources give the grouped Dataset of `nhtlib.data.groups`: y = 1 waterbird / 0 landbird, a = 1 water /
 0 land background, split "train" plus one split per non-empty evaluation group ``{eval_split}_y{y}a{a}``. Pixels
 are standardised with mean = std = 0.5 per channel (x in [-1, 1]), a fixed documented choice. Nothing depends on
 the training seed (every seed sees the same images; the seed only changes the initialisation and batch order).
@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config import ConfigError, check_choice, check_range, not_identity
-from ..metrics.groups import count_groups
+from .groups import count_groups
 from ..paths import data_root as resolve_data_root
 from . import Dataset, TaskConfig
 from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample

@@ -30,7 +30,6 @@ import pandas as pd
 
 from ..delay_law import contraction_between, contraction_rate
 from ..regimes import DIVERGED, diverged_step, summarise_runs, transition_step
-from ..separation import per_run
 
 GROUPS = ("embedding", "hidden", "head")
 GROK_REGIMES = ("I", "II", "III")
@@ -92,16 +91,6 @@ def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_t
             out["T_pred_decay"] = out.log_ratio / contraction_rate(out.eta_lam, 1.0)
             out["T_tilde"] = out.delay * out[weight_decay] / out.log_ratio
     return out
-
-
-def separation_score(table: pd.DataFrame, by: Sequence[str] = ("run",), *, start: pd.Series | None = None,
-                     test: str = "test_acc", norm: str = "norm_sq") -> pd.Series:
-    """NHT's clean-norm-separation score, the book's trajectory estimator S_traj (nht.md §1.5): per run, the
-    Spearman correlation between ‖θ‖² and the shortcut reliance φ = 1 − test accuracy over the logged steps from
-    `start` (a Series indexed like the groups, e.g. T_mem; default: the norm's peak step) to the end. S ≈ 1: the
-    reliance on the memorising solution falls exactly as the norm falls. NaN with fewer than 4 points."""
-    with_reliance = table.assign(_reliance=1.0 - table[test].to_numpy(float))
-    return per_run(with_reliance, by, "_reliance", norm=norm, start=start, min_points=4).rename("S_traj")
 
 
 def classify_lambdas(summary: pd.DataFrame, weight_decay: str = "weight_decay") -> pd.Series:

@@ -22,7 +22,6 @@ import pandas as pd
 from ..config import Config, check_range
 from ..regimes import (decay_percent, diverged_row, diverged_step, layer_contraction_step, majority_regime, peak_step,
                        peak_value, regime_counts, transition_step)
-from ..regimes import separation_score  # noqa: F401  (S_traj: one implementation, in regimes)
 
 TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
 
