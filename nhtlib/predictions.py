@@ -117,9 +117,10 @@ def rule(pid: str, domain: str) -> Rule:
     raise KeyError(f"unknown prediction {pid!r}; NHT's are {', '.join(PREDICTIONS)}")
 
 
-def spec(pid: str, domain: str) -> ClaimSpec:
+def spec(pid: str, domain: str, prefix: str = "") -> ClaimSpec:
     """The declared claim of prediction `pid` in `domain`: id = pid in every chapter, NHT's name and the cell in the
-    statement, the paper's values with their source tags. Source "NHT" on Table 3's domains, "book" on ours."""
+    statement, the paper's values with their source tags. Source "NHT" on Table 3's domains, "book" on ours.
+    `prefix` tells domains of one chapter apart (chapter 4: "C-P1" on CelebA, "W-P1" on Waterbirds)."""
     if domain not in CELLS:
         raise KeyError(f"unknown domain {domain!r}; NHT Table 3 has {', '.join(DOMAINS)}, the book adds "
                        f"{', '.join(BOOK_DOMAINS)}")
@@ -130,7 +131,7 @@ def spec(pid: str, domain: str) -> ClaimSpec:
     else:
         statement = (f"NHT's prediction {pid} ({PREDICTIONS[pid]}) holds on the book's {domain}, built to meet its "
                      "assumptions")
-    return ClaimSpec(pid, statement, PAPER_VALUES[pid], "NHT" if domain in TABLE3 else "book", rule(pid, domain))
+    return ClaimSpec(prefix + pid, statement, PAPER_VALUES[pid], "NHT" if domain in TABLE3 else "book", rule(pid, domain))
 
 
 # --------------------------------------------------------------------------------- per-seed statistics (Analysis)
@@ -232,16 +233,18 @@ def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", see
     return interval(per_seed(summary, r2, seed), bounds=(-math.inf, 1.0))
 
 
-def table3(claims: pd.DataFrame, domain_of_chapter: dict[str, str]) -> pd.DataFrame:
+def table3(claims: pd.DataFrame, where: dict[str, str | tuple[str, str]]) -> pd.DataFrame:
     """NHT Table 3, the paper's ticks beside our verdicts: one row per domain, for each prediction the paper's cell
-    and ours ("✓ | reproduced"). claims: the Scoreboard's table (columns chapter, id, verdict); domain_of_chapter:
-    which Table 3 domain a chapter's P1–P6 rows stand for (a chapter without P-rows shows "not run")."""
+    and ours ("✓ | reproduced"). claims: the Scoreboard's table (columns chapter, id, verdict); where: for each
+    Table 3 domain, the chapter whose P-rows stand for it, or (chapter, id prefix) when a chapter holds two domains
+    (("04_celeba_waterbirds", "C-") for CelebA); a domain without its rows shows "not run"."""
     rows = []
-    for chapter, domain in domain_of_chapter.items():
-        ours = claims[(claims.chapter == chapter) & claims.id.isin(PREDICTIONS)].set_index("id").verdict
+    for domain, place in where.items():
+        chapter, prefix = (place, "") if isinstance(place, str) else place
+        mine = claims[(claims.chapter == chapter) & claims.id.str.startswith(prefix)]
+        ours = dict(zip(mine.id.str.slice(len(prefix)), mine.verdict))
         row = {"domain": domain}
         for pid in PREDICTIONS:
             row[pid] = f"{TABLE3[domain][pid]} | {ours.get(pid, 'not run')}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("domain")
-

@@ -112,10 +112,14 @@ def test_null_p3_on_a_dead_model_is_inconclusive():
 
 
 def test_table3_is_a_query_over_the_claims():
-    claims = pd.DataFrame({"chapter": ["03", "03", "04"], "id": ["P1", "P6", "P1"],
-                           "verdict": [v.REPRODUCED, v.NOT_REPRODUCED, v.INCONCLUSIVE]})
-    table = pred.table3(claims, {"03": "CIFAR-10 borders", "04": "CelebA"})
+    claims = pd.DataFrame({"chapter": ["03", "03", "04", "04", "04"], "id": ["P1", "P6", "C-P1", "W-P1", "W-P3"],
+                           "verdict": [v.REPRODUCED, v.NOT_REPRODUCED, v.INCONCLUSIVE, v.REPRODUCED,
+                                       v.NOT_REPRODUCED]})
+    table = pred.table3(claims, {"CIFAR-10 borders": "03", "CelebA": ("04", "C-"), "Waterbirds": ("04", "W-")})
     assert table.loc["CIFAR-10 borders", "P1"] == "✓ | reproduced"
     assert table.loc["CIFAR-10 borders", "P6"] == "× | not reproduced"
     assert table.loc["CIFAR-10 borders", "P2"] == "✓ | not run"
     assert table.loc["CelebA", "P1"] == "✓ | inconclusive"
+    assert table.loc["CelebA", "P3"] == "✓ | not run"  # W-P3 is Waterbirds' row, not CelebA's
+    assert table.loc["Waterbirds", "P1"] == "✓ | reproduced" and table.loc["Waterbirds", "P3"] == "× | not reproduced"
+    assert pred.spec("P1", "CelebA", prefix="C-").id == "C-P1"
