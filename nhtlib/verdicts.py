@@ -6,7 +6,8 @@ The design note (shared/design/verdicts.md) in code:
   norm against λ within one seed), then summarised by `interval` into an `Estimate`: the mean and its 95 % interval
   over seeds — a t-interval below `BOOTSTRAP_MIN_UNITS` units (a percentile bootstrap over 3 seeds has only 10
   distinct resamples), a percentile bootstrap from there on. A statistic that exists only across runs (one fit over
-  a whole grid) gets its interval from `seed_bootstrap` (resample seeds, refit). Fewer than `MIN_UNITS` units
+  a whole grid) gets its interval from `seed_bootstrap` (resample seeds, refit); a spread across seeds (a standard
+  deviation) gets the chi-square interval of `sd_interval`. Fewer than `MIN_UNITS` units
   decide nothing: the verdict is *inconclusive*, never a one-seed *reproduced*.
 * **A rule turns an interval into a verdict**, and says so in words (`Rule.words`), from the same object that
   decides, so the sentence a reader sees cannot disagree with the code:
@@ -47,7 +48,7 @@ BOOT_SEED = 0  # fixed, so a re-run of the same table gives the same interval
 @dataclass(frozen=True)
 class Estimate:
     """A measured statistic: its point value (mean over units), the 95 % interval [low, high], the number of units
-    n, what the units are ('seeds', 'runs'), the method ('t', 'bootstrap', 'exact', 'none') and the per-unit values.
+    n, what the units are ('seeds', 'runs'), the method ('t', 'bootstrap', 'chi-square', 'exact', 'none') and the per-unit values.
     low = high = value for a constant statistic (a decided result); NaN interval with fewer than 2 units."""
 
     value: float
@@ -121,6 +122,23 @@ def _interval(values: Sequence[float], unit: str, level: float, n_boot: int, see
     means = x[rng.integers(0, n, (n_boot, n))].mean(1)
     low, high = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2])
     return Estimate(mean, float(low), float(high), n, unit, "bootstrap", tuple(x))
+
+
+def sd_interval(values: Sequence[float], unit: str = "seeds", level: float = LEVEL) -> Estimate:
+    """The sample standard deviation (ddof = 1) of per-unit values with its chi-square `level` interval,
+    s·√((n−1)/χ²₁₋α/₂) to s·√((n−1)/χ²α/₂) for normal values — the spread of a result across seeds (NHT Table 2 #5).
+    A bootstrap cannot stand in here: with 3 seeds some resamples repeat one seed three times, so its lower end is
+    always 0. With 3 seeds the interval runs from 0.52 s to 6.3 s; NaN values are left out."""
+    from scipy.stats import chi2
+
+    x = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
+    n = len(x)
+    if n < 2:
+        return Estimate(float("nan"), float("nan"), float("nan"), n, unit, "none", tuple(x))
+    sd = float(x.std(ddof=1))
+    low = sd * math.sqrt((n - 1) / chi2.ppf(0.5 + level / 2, n - 1))
+    high = sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1))
+    return Estimate(sd, low, high, n, unit, "chi-square", tuple(x))
 
 
 def seed_bootstrap(groups: Mapping[Any, Any], statistic: Callable[[list], float], *, level: float = LEVEL,

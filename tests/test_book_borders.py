@@ -128,11 +128,12 @@ def test_p6_is_a_measured_failure():
 
 
 def test_reproducibility_is_a_null_claim_with_a_control():
-    learned = _runs()  # clean accuracy 0.45 ± 0.01 at λ = 0.1: far above chance, seeds within 1 point
-    assert _verdict("T2-5", learned) == REPRODUCED
+    close = _sum_a().assign(final_clean_acc=lambda d: 0.45 + 0.002 * d.seed)  # far above chance, sd 0.2 points
+    assert _verdict("T2-5", _runs(sum_a=close)) == REPRODUCED  # CI of the sd up to 1.3 points: inside ±5
+    one_point = _runs()  # sd 1 point: with 3 seeds its chi-square CI reaches 6.3 points, beyond the margin
+    assert _verdict("T2-5", one_point) == INCONCLUSIVE
     at_chance = _runs(sum_a=_sum_a().assign(final_clean_acc=lambda d: 0.1 + 0.001 * d.seed))
     assert _verdict("T2-5", at_chance) == INCONCLUSIVE  # seeds at chance agree trivially: the control fails
     spread = _runs(sum_a=_sum_a().assign(final_clean_acc=lambda d: 0.3 + 0.2 * d.seed))
-    # seeds 20 points apart: never reproduced (with 3 seeds the bootstrap's lower end is 0: a resample of one seed
-    # repeated has sd 0, so the null cannot be rejected outright either)
-    assert _verdict("T2-5", spread) in (INCONCLUSIVE, NOT_REPRODUCED)
+    # seeds 20 points apart: the chi-square interval of the sd (0.10 to 1.26) lies beyond the 5-point margin
+    assert _verdict("T2-5", spread) == NOT_REPRODUCED

@@ -24,7 +24,7 @@ from nhtlib import verdicts as V
 from nhtlib.config import ConfigError
 from nhtlib.verdicts import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, Agrees, AtLeast,
                              AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Within, interval,
-                             seed_bootstrap)
+                             sd_interval, seed_bootstrap)
 
 T_975_DF2 = 4.303  # from a t table, not from scipy: the test must not reuse the formula it checks
 T_975_DF4 = 2.776
@@ -548,3 +548,15 @@ def test_claims_record_frame_save_load_and_counts():
         assert list(counts.columns) == [v for v in V.VERDICTS if v in counts.columns]
     by_chapter = nht.claims.verdict_counts(frame)
     assert by_chapter.loc["99_test"].sum() == 4 and by_chapter.loc["total"].sum() == 4
+
+
+# ------------------------------------------------------------------------------------------------- sd_interval
+
+def test_sd_interval_known_answer_and_coverage():
+    e = sd_interval([1.0, 2.0, 3.0])  # s = 1, n = 3: [√(2/χ²₀.₉₇₅,₂), √(2/χ²₀.₀₂₅,₂)] = [0.521, 6.285]
+    assert (e.value, e.n, e.method) == (1.0, 3, "chi-square")
+    assert e.low == pytest.approx(0.5207, abs=1e-4) and e.high == pytest.approx(6.2847, abs=1e-4)
+    assert sd_interval([1.0, float("nan"), 3.0]).n == 2 and math.isnan(sd_interval([2.0]).low)
+    rng = np.random.default_rng(1)
+    hits = [(lambda est: est.low <= 2.0 <= est.high)(sd_interval(rng.normal(0, 2.0, 3))) for _ in range(4000)]
+    assert 0.93 < np.mean(hits) < 0.97  # a 95 % interval of the true sd 2.0
