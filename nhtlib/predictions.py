@@ -43,20 +43,21 @@ PREDICTIONS = {  # NHT Table 3 caption, verbatim names
     "P5": "clean norm separation", "P6": "delay scaling"}
 DOMAINS = ("modular arithmetic", "CIFAR-10 borders", "CelebA", "Waterbirds")
 
-# NHT Table 3 [paper] (nht.md §3.6): the paper's tick per (domain, prediction); "—" marks a cell without evidence
-# in the paper although ticked or crossed (nht.md §3.6 audit): those cells are not testable here.
+# NHT Table 3 [paper] (nht.md §3.6): the paper's mark per (domain, prediction), as printed; the cells it marks
+# without any evidence (NO_EVIDENCE below, nht.md §3.6 audit) are not testable here.
 TABLE3 = {
-    "modular arithmetic": {"P1": "✓", "P2": "✓", "P3": "—", "P4": "✓", "P5": "✓", "P6": "✓"},
+    "modular arithmetic": {"P1": "✓", "P2": "✓", "P3": "✓", "P4": "✓", "P5": "✓", "P6": "✓"},
     "CIFAR-10 borders": {"P1": "✓", "P2": "✓", "P3": "✓", "P4": "✓", "P5": "✓", "P6": "×"},
-    "CelebA": {"P1": "✓", "P2": "✓", "P3": "✓", "P4": "✓", "P5": "×", "P6": "—"},
-    "Waterbirds": {"P1": "✓", "P2": "✓", "P3": "×", "P4": "×", "P5": "×", "P6": "—"},
+    "CelebA": {"P1": "✓", "P2": "✓", "P3": "✓", "P4": "✓", "P5": "×", "P6": "×"},
+    "Waterbirds": {"P1": "✓", "P2": "✓", "P3": "×", "P4": "×", "P5": "×", "P6": "×"},
 }
-# The book's own domains, where NHT's theory is expected to apply in full (source "book", not the paper's claim)
+# The book's own domains, where NHT's theory is expected to apply in full (source "book", not the paper's claim);
+# "—": no such measurement in the construction
 BOOK_DOMAINS = {
     "toy (XOR, ours)": {"P1": "✓", "P2": "✓", "P3": "—", "P4": "✓", "P5": "✓", "P6": "✓"},
 }
 CELLS = {**TABLE3, **BOOK_DOMAINS}
-NO_EVIDENCE = {  # why a "—" cell is not testable (nht.md §3.6)
+NO_EVIDENCE = {  # why a cell is not testable: a mark without evidence in the paper, or "—" in ours (nht.md §3.6)
     ("toy (XOR, ours)", "P3"): "the toy has no groups (its shortcut is memorisation, measured in P5)",
     ("modular arithmetic", "P3"): "NHT ticks P3 for modular arithmetic, which has no groups to order",
     ("CelebA", "P6"): "NHT's × for CelebA P6 means 'not tested'",
@@ -87,7 +88,7 @@ CORRELATION, SHARE = (-1.0, 1.0), (0.0, 1.0)  # the ranges intervals of these st
 def rule(pid: str, domain: str) -> Rule:
     """The one rule of prediction `pid` for the paper's cell in `domain` (see the module docstring)."""
     cell = CELLS[domain][pid]
-    if cell == "—":
+    if (domain, pid) in NO_EVIDENCE:
         why = "the paper gives no evidence" if domain in TABLE3 else "no such measurement in this construction"
         return NotTested(f"{why}: {NO_EVIDENCE[(domain, pid)]}")
     holds = cell == "✓"
@@ -126,7 +127,7 @@ def spec(pid: str, domain: str, prefix: str = "") -> ClaimSpec:
                        f"{', '.join(BOOK_DOMAINS)}")
     cell = CELLS[domain][pid]
     if domain in TABLE3:
-        verb = {"✓": "holds", "×": "fails", "—": "is ticked without evidence"}[cell]
+        verb = {"✓": "holds", "×": "fails"}[cell] if (domain, pid) not in NO_EVIDENCE else "is marked without evidence"
         statement = f"NHT's prediction {pid} ({PREDICTIONS[pid]}) {verb} on {domain} (Table 3: {cell})"
     else:
         statement = (f"NHT's prediction {pid} ({PREDICTIONS[pid]}) holds on the book's {domain}, built to meet its "
