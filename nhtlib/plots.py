@@ -76,6 +76,17 @@ def trajectory_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, st
     return fig, axes
 
 
+def mark_steps(axes, steps: dict, *, colour: str = "grey") -> None:
+    """Dashed vertical lines at named steps (e.g. {"T_mem": 800, "T_grok": 1800}) on every axis of `axes`, labelled
+    with name and value in each legend; NaN steps (never reached) are left out."""
+    styles = (":", "--", "-.")
+    for ax in np.atleast_1d(axes):
+        for i, (name, step) in enumerate(steps.items()):
+            if step is not None and np.isfinite(step):
+                ax.axvline(step, color=colour, ls=styles[i % len(styles)], lw=1.2, label=f"{name} = {step:,.0f}")
+        ax.legend(loc="best", fontsize=8)
+
+
 def panel_grid(n: int, ncols: int = 3, width: float = 4.2, height: float = 3.2, sharex: bool = True):
     nrows = (n + ncols - 1) // ncols
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), sharex=sharex, squeeze=False)
@@ -155,6 +166,41 @@ def image_rows(rows: dict, *, title: str = "", col_titles: Sequence[str] | None 
         ax.set_title(text, fontsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def values_by_category(points: pd.DataFrame, x: str, y: str, order: Sequence[str], *, reference=None, ax=None,
+                       xlabel: str = "", ylabel: str = "", title: str | None = None, ylim=None,
+                       hlines: Sequence[float] = (), empty_text: str = "not run\nat this scale",
+                       labels: tuple[str, str, str] = ("one run (ours)", "mean ± s.e.m. (ours)", "paper")):
+    """One column per category of `order` (e.g. the S spectrum's domains): every value of `y` in `points` as a
+    jittered dot, their mean ± standard error, and beside them the reference value with its range (`reference`:
+    columns x, value, low, high; e.g. the paper's); a category without values says `empty_text`; dotted lines at
+    `hlines`. labels: the legend's names for the dots, the mean and the reference."""
+    ax = ax or plt.gca()
+    for i, category in enumerate(order):
+        v = points.loc[points[x] == category, y].dropna().to_numpy(float)
+        if not len(v):
+            ax.text(i, 0.05, empty_text, ha="center", fontsize=8, color="grey")
+            continue
+        jitter = np.random.default_rng(i).uniform(-0.12, 0.12, len(v))
+        ax.scatter(i - 0.1 + jitter, v, s=14, alpha=0.45, color="C0", label=labels[0])
+        sem = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+        ax.errorbar(i - 0.1, v.mean(), yerr=sem, fmt="o", ms=8, color="C0", capsize=4, label=labels[1])
+    if reference is not None:
+        for row in reference[reference[x].isin(order)].itertuples():
+            i = list(order).index(getattr(row, x))
+            ax.errorbar(i + 0.2, row.value, yerr=[[row.value - row.low], [row.high - row.value]], fmt="D", ms=7,
+                        color="C3", lw=3, label=labels[2])
+    for level in hlines:
+        ax.axhline(level, color="grey", ls=":", lw=1)
+    ax.axhline(0.0, color="black", lw=0.6)
+    ax.set_xticks(range(len(order)), [str(c).replace(" (", "\n(") for c in order])
+    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=ylim)
+    if title:
+        ax.set_title(title)
+    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # one legend entry per label
+    ax.legend(handles.values(), handles.keys(), loc="lower left", fontsize=8)
+    return ax
 
 
 VERDICT_COLOURS = {"reproduced": "#4c9a4c", "partly": "#e0b040", "not reproduced": "#c9504a",

@@ -9,7 +9,9 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ON_THE_LIBRARY = ["01_toy_norm_hierarchy",  # chapters whose presets, claims and analysis live in nhtlib.book
+                  "02_grokking",
                   "03_border_cifar",
+                  "04_celeba_waterbirds",
                   "05_dlr_batchnorm"]
 MAX_CELL_LINES = 25
 VERDICT_WORDS = ("reproduced", "not testable", "inconclusive", "partly")

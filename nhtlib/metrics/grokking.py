@@ -17,6 +17,10 @@ regime-II range (memorises, no grokking within the budget); III = not every seed
 (over-regularised: memorisation is delayed or suppressed). Without any regime-II λ, a λ whose seeds mostly never
 memorise is III, otherwise I.
 
+Coarser logging (`on_grid`): the rows of a table logged at multiples of a coarser step, e.g. NSDL's 200-step grid
+read from a 100-step log, so that T_mem, T_grok, V_mem and the fit are read exactly as on that grid (a time then
+rounds up to the next grid step at which its threshold holds).
+
 Per-layer norms: the models name their parameter groups so that the table has `norm_sq:embedding` and
 `norm_sq:head`; `add_hidden_norm` adds `norm_sq:hidden` = everything else (the MLP's hidden layer, or the
 Transformer's attention + FFN + LayerNorms).
@@ -43,6 +47,21 @@ def add_hidden_norm(table: pd.DataFrame, norm: str = "norm_sq") -> pd.DataFrame:
     cols = [c for c in out.columns if c.startswith(f"{norm}:") and c not in (f"{norm}:embedding", f"{norm}:head")]
     out[f"{norm}:hidden"] = out[cols].sum(axis=1) if cols else np.nan
     return out
+
+
+def on_grid(table: pd.DataFrame, every: int, step: str = "step") -> pd.DataFrame:
+    """The rows of `table` logged at multiples of `every` steps (step 0 included): the table a log every `every`
+    steps would have given. Raises ValueError when `table` lacks one of those steps (its own log is not a refinement
+    of that grid)."""
+    if not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"every={every!r} must be a positive integer number of steps")
+    steps = table[step].to_numpy()
+    wanted = np.arange(0, steps.max() + 1, every)
+    missing = np.setdiff1d(wanted, steps)
+    if len(missing):
+        raise ValueError(f"the table has no row at step(s) {missing[:5].tolist()}: its log is not a refinement of a "
+                         f"{every}-step grid")
+    return table[table[step] % every == 0].reset_index(drop=True)
 
 
 def grokking_summary(table: pd.DataFrame, by: Sequence[str] = ("run",), *, mem_threshold: float = 0.99,
