@@ -126,3 +126,11 @@ def test_table3_is_a_query_over_the_claims():
     assert table.loc["CelebA", "P3"] == "✓ | not run"  # W-P3 is Waterbirds' row, not CelebA's
     assert table.loc["Waterbirds", "P1"] == "✓ | reproduced" and table.loc["Waterbirds", "P3"] == "× | not reproduced"
     assert pred.spec("P1", "CelebA", prefix="C-").id == "C-P1"
+
+
+def test_paper_values_are_the_domains_own():
+    """A chapter's P-row quotes what the paper says of its own domain, not another domain's numbers."""
+    assert "CIFAR" not in pred.spec("P2", "modular arithmetic").paper
+    assert "20,198" in pred.spec("P1", "CelebA").paper and "20,198" not in pred.spec("P1", "CIFAR-10 borders").paper
+    assert set(pred.PAPER_VALUES) == set(pred.CELLS)
+    assert all(set(values) == set(pred.PREDICTIONS) for values in pred.PAPER_VALUES.values())

@@ -544,7 +544,7 @@ def _table2_claim(cid: str, what: str, column: str, printed: str) -> ClaimSpec:
 
 
 def _at_nsdl(spec: ClaimSpec) -> ClaimSpec:
-    """A shared prediction re-read on the runs at NSDL's settings: its id prefixed N-, its statement saying so."""
+    """A shared prediction re-read on the runs at NSDL's settings (declared with the prefix N-): its statement says so."""
     return spec.replace(statement=f"{spec.statement}, re-read at NSDL's settings")
 
 
