@@ -178,6 +178,21 @@ def per_seed(summary: pd.DataFrame, fn, seed: str = "seed") -> list[float]:
     return [float(fn(g)) for _, g in summary.groupby(seed, sort=True)]
 
 
+def paired_difference(summary: pd.DataFrame, arm: str, a, b, value: str, seed: str = "seed") -> Estimate:
+    """Per seed: `value` of arm a minus `value` of arm b (rows of one seed and arm averaged; NaN where a seed lacks
+    one of them, and so no estimate when an arm is missing), summarised over seeds: the paired comparison of two
+    set-ups trained on the same seeds."""
+    wide = summary.pivot_table(index=seed, columns=arm, values=value, aggfunc="mean")
+    if a not in wide.columns or b not in wide.columns:
+        return interval([float("nan")] * summary[seed].nunique())
+    return interval((wide[a] - wide[b]).tolist())
+
+
+def grid_note(summary: pd.DataFrame, lam: str = "lam") -> str:
+    """The row note of a claim read over a grid: "Over this scale's λ grid (0.01, 0.1, 1)"."""
+    return "Over this scale's λ grid (" + ", ".join(f"{v:g}" for v in sorted(summary[lam].unique())) + ")"
+
+
 def spearman(x, y) -> float:
     """Spearman ρ of y against x over the finite pairs; NaN with fewer than 3 pairs or a constant side."""
     from scipy.stats import spearmanr

@@ -177,8 +177,9 @@ def summarise_runs(table, by: Sequence[str] = ("run",), *, norm: str = "norm_sq"
     rows = []
     for key, g in table.sort_values("step").groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        if np.isfinite(diverged_step(g)):
-            rows.append(diverged_row(dict(zip(by, key)), diverged_step(g)))
+        diverged = diverged_step(g)
+        if np.isfinite(diverged):
+            rows.append(diverged_row(dict(zip(by, key)), diverged))
             continue
         s = g["step"].to_numpy(float)
         v = g[norm].to_numpy(float)

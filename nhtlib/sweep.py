@@ -13,6 +13,7 @@ Members that diverge (non-finite loss or norm) are stored as diverged (`diverged
 from __future__ import annotations
 
 import itertools
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .cache import RunCache, run_key
 from .config import Config, ConfigError, TrainConfig, check_range, resolve_device, stable_hash
 from .data import TaskConfig, stack_members
 from .models.base import ModelConfig
+from .regimes import diverged_step
 from .train import ExtraMetrics, train
 
 
@@ -98,14 +100,11 @@ def varying_columns(configs: Sequence[RunConfig]) -> pd.DataFrame:
     return pd.DataFrame([{n: f.get(k) for n, k in zip(names, keys)} for f in flat])
 
 
-_UNSET = object()
-
-
-def member_key(config: RunConfig, extra_metrics_key: str | None = None, *, data_fingerprint=_UNSET) -> str:
-    """The run-cache key of one member: its config, the fingerprint of the data its task reads (computed unless
-    given), the identity of its extra metrics, and (through `run_key`) nhtlib's version and source hash."""
-    fingerprint = config.task.data_fingerprint() if data_fingerprint is _UNSET else data_fingerprint
-    identity = {**config.to_dict(), "data": fingerprint}
+def member_key(config: RunConfig, data_fingerprint: str | None, extra_metrics_key: str | None = None) -> str:
+    """The run-cache key of one member: its config, the fingerprint of the data its task reads
+    (`TaskConfig.data_fingerprint`, None for generated data), the identity of its extra metrics, and (through
+    `run_key`) nhtlib's version and source hash."""
+    identity = {**config.to_dict(), "data": data_fingerprint}
     if extra_metrics_key:
         identity["extra_metrics"] = extra_metrics_key
     return run_key(identity)
@@ -137,7 +136,7 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
     for c in configs:
         if _data_identity(c) not in fingerprints:
             fingerprints[_data_identity(c)] = c.task.data_fingerprint()
-    keys = [member_key(c, metrics_id, data_fingerprint=fingerprints[_data_identity(c)]) for c in configs]
+    keys = [member_key(c, fingerprints[_data_identity(c)], metrics_id) for c in configs]
     tables: dict[str, pd.DataFrame] = {}
     missing: dict[str, list[int]] = {}  # batch signature -> indices of configs to train (one per distinct key)
     queued: set[str] = set()
@@ -188,12 +187,12 @@ def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, dev
                    weight_decays=[c.train.weight_decay for c in configs], checkpoint_path=checkpoint,
                    extra_metrics=extra_metrics, progress=progress, desc=f"{desc} ({len(configs)} members)")
     wall = time.perf_counter() - started
-    for config, key, table in zip(configs, keys, tables):
-        diverged_step = float(table["diverged_step"].iloc[0]) if len(table) else float("nan")
+    steps = [diverged_step(table) for table in tables]  # NaN for a member that did not diverge
+    for config, key, table, step in zip(configs, keys, tables, steps):
         cache.save(key, table, config.to_dict(), device=str(device), wall_time_s=wall,
                    extra={"batch_members": len(configs), "data_fingerprint": fingerprint,
-                          "diverged_step": None if diverged_step != diverged_step else int(diverged_step)})
-    diverged = [(c, t["diverged_step"].iloc[0]) for c, t in zip(configs, tables) if t["diverged_step"].notna().any()]
+                          "diverged_step": None if math.isnan(step) else int(step)})
+    diverged = [(c, step) for c, step in zip(configs, steps) if not math.isnan(step)]
     if diverged:
         listed = ", ".join(f"seed {c.seed} lr {c.train.lr:g} wd {c.train.weight_decay:g} at step {int(d)}"
                            for c, d in diverged[:5])

@@ -134,3 +134,11 @@ def test_paper_values_are_the_domains_own():
     assert "20,198" in pred.spec("P1", "CelebA").paper and "20,198" not in pred.spec("P1", "CIFAR-10 borders").paper
     assert set(pred.PAPER_VALUES) == set(pred.CELLS)
     assert all(set(values) == set(pred.PREDICTIONS) for values in pred.PAPER_VALUES.values())
+
+
+def test_paired_difference_and_grid_note():
+    table = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "arm": ["a", "b"] * 3, "acc": [0.9, 0.5, 0.8, 0.6, 0.7, 0.7]})
+    e = pred.paired_difference(table, "arm", "a", "b", "acc")
+    assert e.values == pytest.approx((0.4, 0.2, 0.0)) and e.n == 3
+    assert pred.paired_difference(table, "arm", "a", "c", "acc").n == 0  # a missing arm: no estimate
+    assert pred.grid_note(pd.DataFrame({"lam": [1.0, 0.01, 0.1, 1.0]})) == "Over this scale's λ grid (0.01, 0.1, 1)"

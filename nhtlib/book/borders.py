@@ -184,7 +184,7 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
     base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
     load = dict(preset=preset, device=device, progress=progress)
     runs_a = _load(grid(base, seeds=seeds, weight_decays=preset.lambdas), desc="λ sweep", **load).assign(rho=RHO_A)
-    sum_a = vision.summarise(runs_a, ["lam", "seed"], layers=CONVS, **kw)
+    sum_a = _with_separation(runs_a, vision.summarise(runs_a, ["lam", "seed"], layers=CONVS, **kw))
     runs_b = pd.concat([_load(grid(base.replace(task=task(preset, data_root, rho)), seeds=seeds,
                                    weight_decays=[LAMBDA_B]), desc=f"ρ = {rho}", **load).assign(rho=rho)
                         for rho in preset.rhos], ignore_index=True)
@@ -325,19 +325,24 @@ def inverse_lambda_fit(runs: BorderRuns):
     return fit_inverse_lambda(finite.lam, finite[f"T_{runs.transition_time}"])
 
 
+def _with_separation(runs_a: pd.DataFrame, sum_a: pd.DataFrame) -> pd.DataFrame:
+    """Experiment A's summaries with S (S_traj: ρ_s of ‖θ‖² against the shortcut reliance from the norm's peak
+    on) and pooled (the runs S is read on), computed once per `run`."""
+    indexed = sum_a.set_index(["lam", "seed"])
+    scores = separation.per_run(runs_a, ["lam", "seed"], "shortcut_acc", time="epoch")
+    return sum_a.assign(S=scores.reindex(indexed.index).to_numpy(),
+                        pooled=separation.pooled(indexed.regime, indexed.decay_pct).to_numpy())
+
+
 def separation_scores(runs: BorderRuns) -> pd.DataFrame:
-    """Per run of A: S_traj (ρ_s of ‖θ‖² against the shortcut reliance from the norm's peak on), regime and pooled
-    (the runs S is read on) — the frame `nht.separation.record` stores for chapter 4's S spectrum."""
-    indexed = runs.sum_a.set_index(["lam", "seed"])
-    scores = separation.per_run(runs.runs_a, ["lam", "seed"], "shortcut_acc", time="epoch")
-    pooled = separation.pooled(indexed.regime, indexed.decay_pct)
-    return (indexed[["regime"]].assign(S=scores.reindex(indexed.index), pooled=pooled).reset_index()
-            .rename(columns={"lam": "weight_decay"}))
+    """Per run of A: S_traj, regime and pooled — the frame `nht.separation.record` stores for chapter 4's S
+    spectrum."""
+    return runs.sum_a[["lam", "seed", "regime", "S", "pooled"]].rename(columns={"lam": "weight_decay"})
 
 
 # ------------------------------------------------------------------------------------------------------ claims
 
-SHARE = (0.0, 1.0)
+SHARE = predictions.SHARE
 MOST = 0.5  # a share of runs per seed: CI above one half
 T22_MIN_LAMBDA = 0.05  # Table 2 #2: "λ ≥ 0.05"
 T22_MIN_DECAY = vision.VisionRegimeRule().weak_max_decay  # a peak-then-decay: ≥ 2 % from the peak (§1.4)
@@ -408,20 +413,6 @@ def _share_decaying(g: pd.DataFrame) -> float:
     return float((big.decay_pct >= T22_MIN_DECAY).mean()) if len(big) else float("nan")
 
 
-def _at(summary: pd.DataFrame, column: str, value: float, stat: str) -> list[float]:
-    """Per seed: the mean of `stat` over that seed's rows with `column` == value (NaN where it has none)."""
-    rows = summary[summary[column] == value]
-    return [float(rows.loc[rows.seed == s, stat].mean()) if (rows.seed == s).any() else float("nan")
-            for s in sorted(summary.seed.unique())]
-
-
-def _paired(sum_abl: pd.DataFrame, a: str, b: str) -> list[float]:
-    wide = sum_abl.pivot_table(index="seed", columns="model", values="final_clean_acc", aggfunc="mean")
-    if a not in wide.columns or b not in wide.columns:
-        return [float("nan")]
-    return (wide[a] - wide[b]).tolist()
-
-
 def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
     """(estimate, positive control or None, note) of claim `cid`; estimate None when its runs do not exist at this
     scale (PH1 without the full phase grid)."""
@@ -429,8 +420,7 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
     if cid == "P1":
         return predictions.grid_spearman(a, "V_final"), None, ""
     if cid == "P2":
-        grid_ = ", ".join(f"{v:g}" for v in sorted(a.lam.unique()))
-        return predictions.regime_order(a), None, f"Over this scale's λ grid ({grid_})"
+        return predictions.regime_order(a), None, predictions.grid_note(a)
     if cid == "T2-2":
         return interval(predictions.per_seed(a, _share_decaying), bounds=SHARE), None, ""
     if cid == "T2-3":
@@ -443,7 +433,8 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
     if cid == "B1":
         top = float(b.rho.max())
         return {"rises": predictions.grid_spearman(b, "final_shortcut_acc", lam="rho"),
-                "complete at the largest ρ": interval(_at(b, "rho", top, "final_shortcut_acc"), bounds=SHARE)
+                "complete at the largest ρ": predictions.seed_mean(b, "final_shortcut_acc", runs=b.rho == top,
+                                                                    bounds=SHARE)
                 }, None, f"Largest ρ run: {top:g}"
     if cid == "P4":
         return predictions.head_first_share(a, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
@@ -456,7 +447,8 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
             return None, None, f"Only {phase_cells(runs)} of the paper's 28 (λ, ρ) cells run at this scale"
         return interval(predictions.per_seed(at_one, lambda g: g.final_clean_acc.max()), bounds=SHARE), None, ""
     if cid == "AB1":
-        return {name: interval(_paired(abl, x, y)) for name, x, y in AB1_ORDER}, None, ""
+        return {name: predictions.paired_difference(abl, "model", x, y, "final_clean_acc")
+                for name, x, y in AB1_ORDER}, None, ""
     if cid == "AB2":
         return {name: interval(abl[abl.model == name].sort_values("seed").decay_pct.tolist()) for name in MODELS
                 }, None, ""
@@ -465,8 +457,7 @@ def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate]
         note = f"T is T_{runs.transition_time}, per seed over the λ's with a finite T; {n} such runs"
         return predictions.inverse_lambda_r2(transition_runs(runs), f"T_{runs.transition_time}"), None, note
     if cid == "P5":
-        scores = separation_scores(runs).rename(columns={"weight_decay": "lam"})
-        return predictions.separation_estimate(scores), None, ""
+        return predictions.separation_estimate(runs.sum_a), None, ""
     if cid == "T2-5":
         at = a[a.lam == LAMBDA_B].sort_values("seed")
         control = interval((at.final_clean_acc - CHANCE).tolist())
@@ -495,4 +486,4 @@ def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float]:
             "reliance_high_rho": float(b[b.rho == b.rho.max()].final_shortcut_acc.mean()),
             "budget": decay_budget(preset), "n_runs": float(len(a) + len(b) + len(runs.sum_abl)),
             "pearson_r": float(fit.pearson_r) if fit is not None else float("nan"),
-            "n_pooled": float(separation_scores(runs).pooled.sum())}
+            "n_pooled": float(runs.sum_a.pooled.sum())}

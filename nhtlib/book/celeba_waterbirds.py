@@ -427,16 +427,9 @@ CLAIMS = {
 }
 
 
-def _grid_note(s: pd.DataFrame) -> str:
-    return "Over this scale's λ grid (" + ", ".join(f"{v:g}" for v in sorted(s.lam.unique())) + ")"
-
-
 def _share(s: pd.DataFrame, runs: pd.Series, hit: pd.Series) -> Estimate:
     """Per seed: the share of the selected runs (`runs`, a mask) with `hit` (a mask); NaN without selected runs."""
-    rows = s.assign(_hit=hit.astype(float))[runs.to_numpy()]
-    seeds = sorted(s.seed.unique())
-    return interval([float(rows.loc[rows.seed == k, "_hit"].mean()) if (rows.seed == k).any() else float("nan")
-                     for k in seeds], bounds=SHARE)
+    return predictions.seed_mean(s.assign(_hit=hit.astype(float)), "_hit", runs=runs, bounds=SHARE)
 
 
 def _alive(s: pd.DataFrame) -> Estimate:
@@ -486,7 +479,7 @@ def estimate(cid: str, runs: ChapterRuns, scores: pd.DataFrame | None = None
     if pid == "P1":
         return predictions.grid_spearman(s, "V_final"), None, ""
     if pid == "P2":
-        note = _grid_note(s) + ("; NHT ticks P2 on Waterbirds without an intermediate regime (nht.md §3.6)"
+        note = predictions.grid_note(s) + ("; NHT ticks P2 on Waterbirds without an intermediate regime (nht.md §3.6)"
                                 if table3_domain == WATERBIRDS else "")
         return predictions.regime_order(s), None, note
     if pid == "P3":

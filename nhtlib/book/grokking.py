@@ -42,7 +42,7 @@ LAM_ONE = 1.0  # NSDL Table 2's λ; the one-run figure, the SGD comparison, C1 a
 LOW_BUDGET_MAX_LAMBDA = 0.01  # NSDL's short budget (15,000 steps) for λ ≤ 0.01 [companion-code]
 REGIME_OF = {"I": "weak", "II": "intermediate", "III": "strong"}  # NSDL's regimes as NHT's (nht.md §1.4)
 PAPER_REGIME = dict(zip(PAPER_LAMBDAS, ("I", "I", "II", "II", "II", "II", "III", "III")))  # Table 3 [companion]
-SHARE = (0.0, 1.0)
+SHARE = predictions.SHARE
 
 
 # ------------------------------------------------------------------------------------------------------ presets
@@ -488,7 +488,7 @@ def table2(runs: GrokRuns, preset: GrokPreset) -> pd.DataFrame:
              (f"ours, every {preset.nsdl.log_every} steps", runs.nsdl_summary))}
     rows = {}
     for col, (label, decimals) in TABLE2_ROWS.items():
-        row = {name: _ci(interval(predictions.per_seed(frame, lambda g: g[col].mean())), decimals)
+        row = {name: _ci(predictions.seed_mean(frame, col), decimals)
                for name, frame in mine.items()}
         row["NSDL, 10 seeds [companion-data]"] = (_ci(interval(paper[col]), decimals) if paper[col].notna().any()
                                                   else "—")
@@ -637,8 +637,7 @@ def claims(preset: GrokPreset) -> dict[str, ClaimSpec]:
 
 
 def _at_one(summary: pd.DataFrame, column: str) -> Estimate:
-    rows = summary[(summary.lam == LAM_ONE) & ~summary.diverged.astype(bool)]
-    return interval(predictions.per_seed(rows, lambda g: float(g[column].mean())))
+    return predictions.seed_mean(summary, column, runs=(summary.lam == LAM_ONE) & ~summary.diverged.astype(bool))
 
 
 def _regime_match(g: pd.DataFrame) -> float:
@@ -646,10 +645,6 @@ def _regime_match(g: pd.DataFrame) -> float:
     if not len(g):
         return float("nan")
     return float((g.grokked.astype(bool) == g.lam.map(PAPER_REGIME).eq("II")).mean())
-
-
-def _grid_note(summary: pd.DataFrame) -> str:
-    return "Over this scale's λ grid (" + ", ".join(f"{v:g}" for v in sorted(summary.lam.unique())) + ")"
 
 
 def _p4(summary: pd.DataFrame) -> Estimate:
@@ -680,7 +675,7 @@ def estimate(cid: str, runs: GrokRuns, preset: GrokPreset) -> tuple[Estimate | d
         fine = _at_one(n, table2_columns[cid])
         return _at_one(paper_grid, table2_columns[cid]), f"On our {preset.nsdl.log_every}-step grid: {_ci(fine)}"
     if cid == "N-R1":
-        return interval(predictions.per_seed(n, _regime_match), bounds=SHARE), _grid_note(n)
+        return interval(predictions.per_seed(n, _regime_match), bounds=SHARE), predictions.grid_note(n)
     lams = fit_lambdas(preset.nsdl)
     if cid == "N-F1":
         if len(lams) < 2:
@@ -700,9 +695,10 @@ def _stand_in(cid: str, s: pd.DataFrame) -> tuple[Estimate | dict[str, Estimate]
     if cid == "P1":
         return predictions.grid_spearman(s, "V_final"), ""
     if cid == "P2":
-        return predictions.regime_order(s), f"NSDL's I / II / III as weak / intermediate / strong; {_grid_note(s)}"
+        note = f"NSDL's I / II / III as weak / intermediate / strong; {predictions.grid_note(s)}"
+        return predictions.regime_order(s), note
     if cid == "R1":
-        return interval(predictions.per_seed(s, _regime_match), bounds=SHARE), _grid_note(s)
+        return interval(predictions.per_seed(s, _regime_match), bounds=SHARE), predictions.grid_note(s)
     if cid == "P6":
         return predictions.inverse_lambda_r2(s[s.regime == REGIME_OF["II"]], "T_grok"), "T = T_grok, over regime II"
     if cid == "P4":

@@ -35,7 +35,7 @@ from ..verdicts import (AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivale
                         interval)
 
 CHAPTER = "05_dlr_batchnorm"
-SHARE = (0.0, 1.0)  # the range an interval of a share of seeds is clipped to
+SHARE = predictions.SHARE  # the range an interval of a share of seeds is clipped to
 UNVERIFIED = "[sec; not verified against the paper's body]"  # dlr.md §0: every number of §4 is from a summary
 
 
@@ -524,14 +524,6 @@ EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "gr
                  "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}
 
 
-def _paired(final: pd.DataFrame, arm: str, a, b, value: str) -> list[float]:
-    """Per seed: `value` of arm a minus `value` of arm b (NaN where a seed lacks one of them)."""
-    wide = final.pivot_table(index="seed", columns=arm, values=value, aggfunc="mean")
-    if a not in wide.columns or b not in wide.columns:
-        return [float("nan")] * final.seed.nunique()
-    return (wide[a] - wide[b]).tolist()
-
-
 def _end_change(final: pd.DataFrame, value: str, relative: bool) -> list[float]:
     """Per seed: `value` at the largest α minus at the smallest (relative to the smallest when `relative`)."""
     out = []
@@ -569,8 +561,8 @@ def estimate(cid: str, table: pd.DataFrame) -> tuple[Estimate | dict[str, Estima
     final = last(table)
     note = f"Measured on {final.dataset.iloc[0]}" if cid in ("B1", "L1", "L2") else ""
     if cid == "R1":
-        return {"richer": interval(_paired(final, "trainable", "head", "all", "dlr")),
-                "worse": interval(_paired(final, "trainable", "head", "all", "test_acc"))}, None, note
+        return {"richer": predictions.paired_difference(final, "trainable", "head", "all", "dlr"),
+                "worse": predictions.paired_difference(final, "trainable", "head", "all", "test_acc")}, None, note
     if cid == "G2":
         return interval(grok_points(table).grokked, bounds=SHARE), None, note
     if cid == "G1":
@@ -587,19 +579,20 @@ def estimate(cid: str, table: pd.DataFrame) -> tuple[Estimate | dict[str, Estima
     if cid == "A3":
         return interval(_nc1_against_dlr(final), bounds=predictions.CORRELATION), None, note
     if cid == "B1":
-        return {"richer": interval(_paired(final, "batchnorm", False, True, "dlr")),
-                "better": interval(_paired(final, "batchnorm", True, False, "test_acc"))}, None, note
+        return {"richer": predictions.paired_difference(final, "batchnorm", False, True, "dlr"),
+                "better": predictions.paired_difference(final, "batchnorm", True, False, "test_acc")}, None, note
     if cid == "L1":
         return interval(_best_is_richest(final), bounds=SHARE), None, note
     if cid == "L2":
         fitted = final[final.shuffle_labels.astype(bool)]
         control = interval((fitted.sort_values("seed").train_acc - fitted.chance).tolist())
-        return interval(_paired(final, "shuffle_labels", True, False, "dlr")), control, note
+        return predictions.paired_difference(final, "shuffle_labels", True, False, "dlr"), control, note
     if cid == "E1":
         summary = eigen_summary(spectra(table)).reset_index()
         lazy, rich = "lazy (last layer only)", "rich (all layers)"
-        return {"utilisation": interval(_paired(summary, "training", lazy, rich, "k where Π̂ ≥ 0.9")),
-                "spectrum": interval(_paired(summary, "training", lazy, rich, "participation ratio of ρ"))}, None, note
+        return {"utilisation": predictions.paired_difference(summary, "training", lazy, rich, "k where Π̂ ≥ 0.9"),
+                "spectrum": predictions.paired_difference(summary, "training", lazy, rich,
+                                                          "participation ratio of ρ")}, None, note
     raise KeyError(f"unknown claim {cid!r}; chapter 5 declares {', '.join(CLAIMS)}")
 
 

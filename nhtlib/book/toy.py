@@ -132,28 +132,27 @@ CLAIMS = {"P1": predictions.spec("P1", DOMAIN), "P2": predictions.spec("P2", DOM
           "P4": predictions.spec("P4", DOMAIN), "P5": predictions.spec("P5", DOMAIN)}
 
 
-def _per_seed_fit(summary: pd.DataFrame, x: str, y: str, what: str) -> list[float]:
-    """Per seed: the slope or R² of the least-squares line y ~ x over that seed's rows with finite x and y (>= 3)."""
-    out = []
+def _per_seed_line(summary: pd.DataFrame, x: str, y: str) -> tuple[list[float], list[float]]:
+    """Per seed: (slopes, R²s) of the least-squares line y ~ x over that seed's rows with finite x and y (>= 3;
+    NaN otherwise), one fit each."""
+    slopes, r2s = [], []
     for _, g in summary.groupby("seed"):
         g = g[np.isfinite(g[x]) & np.isfinite(g[y])]
-        if len(g) < 3 or np.ptp(g[x]) == 0:
-            out.append(float("nan"))
-            continue
-        fit = delay_law.fit_linear(g[x], g[y], n_boot=0)  # the slope and R² only
-        out.append(fit.slope if what == "slope" else fit.r2)
-    return out
+        fit = delay_law.fit_linear(g[x], g[y], n_boot=0) if len(g) >= 3 and np.ptp(g[x]) > 0 else None
+        slopes.append(fit.slope if fit else float("nan"))
+        r2s.append(fit.r2 if fit else float("nan"))
+    return slopes, r2s
 
 
 def estimates(summary: pd.DataFrame) -> dict[str, Estimate | dict[str, Estimate]]:
     """The per-seed estimate behind every claim of the chapter (keys: the claim ids)."""
     at_middle = summary[summary.alpha == middle_alpha(summary)]
     inter = summary[summary.regime == "intermediate"]
+    slopes, r2s = _per_seed_line(inter, "T_pred", "delay")
     return {
         "P1": predictions.grid_spearman(summary, "V_final"),
         "P2": predictions.regime_order(at_middle),
-        "T2": {"R²": interval(_per_seed_fit(inter, "T_pred", "delay", "r2"), bounds=(-np.inf, 1.0)),
-               "slope": interval(_per_seed_fit(inter, "T_pred", "delay", "slope"))},
+        "T2": {"R²": interval(r2s, bounds=(-np.inf, 1.0)), "slope": interval(slopes)},
         "P6": predictions.inverse_lambda_r2(at_middle[at_middle.regime == "intermediate"], "T_struct"),
         "C1": interval([g.c_fit.median() for _, g in summary.groupby("seed")]),
         "P4": predictions.head_first_share(summary, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
@@ -172,6 +171,7 @@ def judge(summary: pd.DataFrame) -> list[ClaimResult]:
 def narrative_numbers(summary: pd.DataFrame) -> dict[str, float]:
     """Measured numbers the chapter's prose quotes (medians over intermediate runs)."""
     inter = summary[summary.regime == "intermediate"]
+    slopes, r2s = _per_seed_line(inter, "T_pred", "delay")
     return {"n_intermediate": float(len(inter)), "c_median": float(inter.c_fit.median()),
             "V_st_median": float(inter.V_final.median()), "V_sc_median": float(inter.V_fit.median())}
 

@@ -129,21 +129,26 @@ def _read_waterbirds_csv(folder: Path) -> pd.DataFrame:
     return meta
 
 
+def _waterbirds_source(data_root: str | None) -> tuple[Path, pd.DataFrame, dict]:
+    """(folder, metadata.csv, digests of the csv and every image it lists): what the fingerprint and the loader
+    both read."""
+    folder = find_waterbirds(data_root)
+    meta = _read_waterbirds_csv(folder)
+    files = meta["img_filename"].tolist()
+    return folder, meta, _listed_digests(folder, "metadata.csv", Path(), files, "Waterbirds images")
+
+
 def waterbirds_fingerprint(data_root: str | None = None) -> str:
     """Content fingerprint of metadata.csv and the images it lists (see nhtlib.data.files)."""
-    folder = find_waterbirds(data_root)
-    files = _read_waterbirds_csv(folder)["img_filename"].tolist()
-    return fingerprint(_listed_digests(folder, "metadata.csv", Path(), files, "Waterbirds images"))
+    return fingerprint(_waterbirds_source(data_root)[2])
 
 
 def load_waterbirds(data_root: str | None = None, image_size: int = 64) -> dict:
     """Real Waterbirds: {"x": uint8 (N, 3, S, S), "y", "place", "split": int64 arrays (N,), "folder", "data"
     (what meta["data"] records)}, in the order of metadata.csv (decoded once, cached under
     results_root()/data_cache)."""
-    folder = find_waterbirds(data_root)
-    meta = _read_waterbirds_csv(folder)
+    folder, meta, digests = _waterbirds_source(data_root)
     files = meta["img_filename"].tolist()
-    digests = _listed_digests(folder, "metadata.csv", Path(), files, "Waterbirds images")
     info = describe(folder, digests)
     arrays = cached_decode(f"waterbirds-{image_size}", info["fingerprint"],
                            lambda: _decode_standard(folder, files, image_size))
@@ -179,21 +184,27 @@ def _decode_photos(folder: Path, files: list[str], side: int) -> dict:
     return {"photos": (x, hw)}
 
 
+def _cub_source(data_root: str | None) -> tuple[Path, pd.DataFrame, dict]:
+    """(folder, waterbirds_standin.csv, digests of the csv and every photo it lists): what the fingerprint and the
+    loader both read."""
+    folder = find_cub(data_root)
+    table = pd.read_csv(folder / STANDIN_CSV)
+    files = table["img_filename"].tolist()
+    return folder, table, _listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos")
+
+
 def cub_fingerprint(data_root: str | None = None) -> str:
     """Content fingerprint of waterbirds_standin.csv and the CUB photos it lists (see nhtlib.data.files)."""
-    folder = find_cub(data_root)
-    files = pd.read_csv(folder / STANDIN_CSV)["img_filename"].tolist()
-    return fingerprint(_listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos"))
+    return fingerprint(_cub_source(data_root)[2])
 
 
 def load_cub_photos(data_root: str | None = None, side: int = 128) -> dict:
     """The stand-in's photos: {"photos": uint8 (N, 3, side, side) zero-padded, "hw": int64 (N, 2) (height, width)
     of each decoded photo, "boxes": float64 (N, 4) bird box (x, y, width, height) in decoded pixels, "y", "train":
     int64 / bool arrays (N,), "table": the csv, "data": what meta["data"] records}. Decoded once per side, cached."""
-    folder = find_cub(data_root)
-    table = pd.read_csv(folder / STANDIN_CSV)
+    folder, table, digests = _cub_source(data_root)
     files = table["img_filename"].tolist()
-    info = describe(folder, _listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos"))
+    info = describe(folder, digests)
     arrays = cached_decode(f"cub-standin-{side}", info["fingerprint"],
                            lambda: _decode_photos(folder / CUB_IMAGES, files, side))
     photos, hw = arrays["photos"]

@@ -71,8 +71,9 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
     acc_cols = [c for c in table.columns if c.endswith("_acc")]
     for key, g in table.sort_values(time).groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        if np.isfinite(diverged_step(g)):  # a diverged run is not a regime: NaN quantities, regime "diverged"
-            rows.append(diverged_row(dict(zip(by, key)), diverged_step(g)))
+        diverged = diverged_step(g)
+        if np.isfinite(diverged):  # a diverged run is not a regime: NaN quantities, regime "diverged"
+            rows.append(diverged_row(dict(zip(by, key)), diverged))
             continue
         t = g[time].to_numpy(float)
         v = g["norm_sq"].to_numpy(float)
