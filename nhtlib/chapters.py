@@ -4,6 +4,11 @@ Command line::
 
     python -m nhtlib.chapters list
     python -m nhtlib.chapters run 01_toy_norm_hierarchy -p scale cpu -p seed 1 [--out PATH]
+    python -m nhtlib.chapters plan 03_border_cifar -p scale paper --device h200   (or: plan all)
+
+``plan`` trains nothing: it prints the compute planner's table (`nhtlib.plan`) — per batched group the runs,
+members per call, FLOPs, peak memory, estimated time and the data it reads — and whether the data check that
+runs before training would pass.
 
 `-p NAME VALUE` is parsed like papermill's `-p` (``True``/``False``/``None``, int, float, else a string).
 Parameter *names* are checked against the notebook's cell tagged ``parameters`` before anything runs; an unknown
@@ -311,7 +316,30 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                    "(it always goes to results/<scale>/<chapter>/executed.ipynb)")
     p_run.add_argument("--notebooks", default=None, help="folder of chapter notebooks (default: notebooks/)")
     p_run.add_argument("--log-output", action="store_true", help="stream the notebook's output to the terminal")
+    p_plan = sub.add_parser("plan", help="what a chapter will cost, and whether it fits (trains nothing)")
+    p_plan.add_argument("chapter", help="chapter name, or 'all'")
+    p_plan.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="scale and data_root, as for run")
+    p_plan.add_argument("--device", default="cpu", help="'cpu' (this machine, small groups timed here) or 'h200'")
     return parser.parse_args(argv)
+
+
+def plan_text(chapter: str, scale: str, device: str, data_root: str | None) -> str:
+    """The planner's table of one chapter, its summary line and the data check's verdict, as text."""
+    import pandas as pd
+
+    from . import plan
+    from .book import SWEEPS
+
+    planned = plan.plan_chapter(chapter, scale, device, data_root=data_root)
+    try:
+        plan.check_data(SWEEPS[chapter](scale, data_root), full=scale == "paper")
+        data = "data check: passes"
+    except FileNotFoundError as err:
+        data = f"data check: the run would refuse to start — {err}"
+    table = planned.table().drop(columns=["data"])
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        return "\n".join([planned.summary(), table.to_string(index=False), data])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,6 +353,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{chapter}: {described or '(no parameters cell)'}")
             return 0
         parameters = {name: parse_value(value) for name, value in args.parameter}
+        if args.command == "plan":
+            unknown = sorted(set(parameters) - {"scale", "data_root"})
+            if unknown:
+                raise ChapterUsageError(f"plan takes the parameters scale and data_root; got {', '.join(unknown)}")
+            scale = _scale_of(parameters)
+            chapters = list_chapters() if args.chapter == "all" else [notebook_path(args.chapter).stem]
+            for chapter in chapters:
+                print(plan_text(chapter, scale, args.device, parameters.get("data_root")), flush=True)
+            return 0
         out = run_chapter(args.chapter, parameters, args.out, notebook_dir=args.notebooks,
                           log_output=args.log_output)
         print(f"executed notebook: {out}")

@@ -21,6 +21,7 @@ LR_SCHEDULES = ("constant", "cosine")
 LOG_GRIDS = ("linear", "log")
 SAMPLINGS = ("with_replacement", "epoch")
 DECAY_GROUPS = ("all", "matrices")
+PRECISIONS = ("fp32", "tf32", "bf16")  # numeric precision of a training step (see TrainConfig and nhtlib.precision)
 
 
 class ConfigError(ValueError):
@@ -110,6 +111,20 @@ class TrainConfig(Config):
     evaluating a large training set every epoch can cost as much as training on it). Weight decay is *decoupled*
     for AdamW (PyTorch convention: theta <- (1 - lr*wd) theta before the Adam step) and an L2 gradient term for SGD
     (g <- g + wd * theta).
+
+    precision: the numeric precision of the training and evaluation forward passes (`nhtlib.precision`):
+
+    * "fp32": plain fp32. On CUDA TF32 is switched *off* for matmuls and cuDNN convolutions (PyTorch's cuDNN
+      default allows it), so fp32 means IEEE fp32 on every device.
+    * "tf32": fp32 storage, TF32 tensor-core matmuls and convolutions on CUDA (inputs rounded to 10 mantissa bits);
+      identical to "fp32" on the CPU.
+    * "bf16": forward passes (training step and evaluation) under bf16 autocast; weights, gradients and optimiser
+      state stay fp32 (autocast casts only inside ops) and the loss is computed in fp32.
+
+    Extra metrics (`extra_metrics(model, data)` of `nhtlib.train.train`) are always evaluated in plain fp32.
+    The global TF32 flags are restored when training returns. compile: wrap the training forward in
+    `torch.compile` (evaluation stays eager); it changes results only by float rounding (fused kernels), so it is
+    not part of the cache key.
     """
 
     optimizer: str = "adamw"
@@ -126,6 +141,10 @@ class TrainConfig(Config):
     log_grid: str = "linear"
     n_logs: int = 50
     train_eval_size: int | None = None
+    # precision changes the numbers (bf16 keeps 8 significant bits, TF32 11), so it is part of the cache key
+    precision: str = "fp32"
+    # compile changes only float rounding and speed, not the experiment: excluded from the cache key
+    compile: bool = not_identity(default=False)
     checkpoint_every: int = not_identity(default=0)
     eval_batch_size: int = not_identity(default=4096)
 
@@ -151,6 +170,9 @@ class TrainConfig(Config):
             check_range("train_eval_size", self.train_eval_size, 1, None, integer=True)
         check_range("checkpoint_every", self.checkpoint_every, 0, None, integer=True)
         check_range("eval_batch_size", self.eval_batch_size, 1, None, integer=True)
+        check_choice("precision", self.precision, PRECISIONS)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"compile={self.compile!r} must be True or False")
 
     def log_steps(self) -> list[int]:
         """The steps at which metrics are logged: always 0 and the last step."""

@@ -51,6 +51,27 @@ class RunConfig(Config):
         return stable_hash(d)
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """One named experiment of a chapter: the members it trains and what is logged besides the defaults. A chapter
+    declares its sweeps once (``nhtlib.book.<chapter>.sweeps``); its run and the compute planner both read them, so
+    the plan is of what will run.
+
+    probe_examples: examples the extra metrics read at each log step (their forward passes are the planner's cost).
+    """
+
+    name: str  # the progress bar's label and the planner's row
+    configs: tuple[RunConfig, ...]
+    extra_metrics: ExtraMetrics | None = None
+    extra_metrics_key: str | None = None
+    probe_examples: int = 0
+
+    def run(self, *, device: str = "auto", progress: bool = True, cache: RunCache | None = None) -> pd.DataFrame:
+        """Every member's table, trained or read from the cache (`run`)."""
+        return run(list(self.configs), device=device, cache=cache, progress=progress, desc=self.name,
+                   extra_metrics=self.extra_metrics, extra_metrics_key=self.extra_metrics_key)
+
+
 def grid(base: RunConfig, *, seeds: Iterable[int] = (0,), lrs: Iterable[float] | None = None,
          weight_decays: Iterable[float] | None = None, **task_or_model: Iterable[Any]) -> list[RunConfig]:
     """Cartesian product of configs: seeds x lrs x weight decays x any task/model field given as a list,
@@ -152,10 +173,11 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
     if missing:
         cache.check_writable()  # fail now, not after the training
     for indices in missing.values():
-        for start in range(0, len(indices), max_members):
-            chunk = indices[start:start + max_members]
+        per_call, eval_batch = _fitted([configs[i] for i in indices], device, max_members)
+        for start in range(0, len(indices), per_call):
+            chunk = indices[start:start + per_call]
             trained = _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
-                                   extra_metrics, desc, fingerprints[_data_identity(configs[chunk[0]])])
+                                   extra_metrics, desc, fingerprints[_data_identity(configs[chunk[0]])], eval_batch)
             for i in chunk:
                 # read back what was stored (the same dtypes as any later cache hit); another process training the
                 # same member may have stored its own equal table meanwhile, which is as good
@@ -172,11 +194,24 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
     return pd.concat(frames, ignore_index=True)
 
 
+def _fitted(configs: list[RunConfig], device: str, max_members: int) -> tuple[int, int | None]:
+    """(members per batched call, evaluation batch size or None) for members that train together: what fits the
+    device's memory by the compute planner (`nhtlib.plan.fit_members`, which refuses before training when one
+    member does not fit), or max_members and the config's evaluation batch for tasks the planner cannot lay out."""
+    from .plan import fit_members  # the planner builds on this module
+
+    fitted = fit_members(configs, device, max_members)
+    return fitted if fitted is not None else (max_members, None)
+
+
 def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, device: str, progress: bool,
-                 extra_metrics: ExtraMetrics | None, desc: str, fingerprint: str | None) -> dict[str, pd.DataFrame]:
+                 extra_metrics: ExtraMetrics | None, desc: str, fingerprint: str | None,
+                 eval_batch_size: int | None = None) -> dict[str, pd.DataFrame]:
     """Train one batch of members (they read the same data, whose `fingerprint` their metadata records), store each
-    in the cache, return {key: table}."""
+    in the cache, return {key: table}. eval_batch_size: the planner's evaluation batch (not part of any result)."""
     first = configs[0]
+    if eval_batch_size is not None and eval_batch_size != first.train.eval_batch_size:
+        first = first.replace(train=first.train.replace(eval_batch_size=eval_batch_size))
     seeds = [c.seed for c in configs]
     data = stack_members([c.task.build(c.seed) for c in configs]).to(device)
     model = first.model.build(data.input_shape, data.n_classes, seeds).to(device)

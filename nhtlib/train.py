@@ -15,6 +15,15 @@ Divergence: a member whose training loss (checked at every step, on the device, 
 squared norm (checked at every log step) is not finite is *diverged*: it is stopped (its loss no longer enters the
 backward pass, its rows end at the last finite log) and its table carries the step in the column `diverged_step`
 (NaN for members that did not diverge). The other members go on unaffected: members share no parameters.
+
+Precision (`TrainConfig.precision`, `nhtlib.precision`): the TF32 flags hold for the whole run (and are restored
+when it returns); under "bf16" the training forward and the evaluation forwards run under bf16 autocast, the loss in
+fp32, weights and optimiser state stay fp32; extra metrics run in plain fp32. `TrainConfig.compile` wraps the
+training forward in `torch.compile` (evaluation stays eager).
+
+Between log steps the loop never waits for the device: minibatch indices are drawn on the CPU and copied
+asynchronously (from pinned memory on CUDA), divergence is tracked on the device, and every value that needs the
+host (losses for the progress bar, divergence, checkpoints, the rows) is read at log steps only.
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from .config import TrainConfig
 from .data import Dataset, Split
 from .norms import layer_squared_norms, norm_columns
 from .optim import BatchedAdamW, BatchedSGD, lr_factor
+from .precision import forward_autocast, precision_context, tf32_flags
 
 ExtraMetrics = Callable[[nn.Module, Dataset], dict[str, torch.Tensor]]
 DATA_SEED_OFFSET = 7_919  # data-order RNG of a member = seed + offset (kept apart from the init RNG)
@@ -86,36 +96,40 @@ class BatchSampler:
         self.perms, self.positions = list(state["perms"]), list(state["positions"])
 
 
+def indices_to(idx: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Indices on `device` without blocking the host: a CPU tensor bound for CUDA is pinned first, so the copy is
+    asynchronous (the pinned block is not reused before the copy has run)."""
+    if idx.device == device:
+        return idx
+    if device.type == "cuda" and idx.device.type == "cpu":
+        idx = idx.pin_memory()
+    return idx.to(device, non_blocking=True)
+
+
 def select(split: Split, idx: torch.Tensor | None, k_members: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs (K, B, ...) and labels (K, B) for the given per-member indices (None = the whole split)."""
-    x, y = split.x, split.y
-    if idx is None:
-        if split.per_member:
-            return x, y
-        return x.unsqueeze(0).expand(k_members, *x.shape), y.unsqueeze(0).expand(k_members, *y.shape)
-    idx = idx.to(x.device)
-    if split.per_member:
-        gather_x = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand(*idx.shape, *x.shape[2:])
-        return torch.gather(x, 1, gather_x), torch.gather(y, 1, idx)
-    return x[idx], y[idx]
+    """Inputs (K, B, ...) and labels (K, B) for the given per-member indices (None = the whole split), decoded on
+    the split's device (`Split.take`). CPU indices reach the device asynchronously (`indices_to`)."""
+    return split.take(None if idx is None else indices_to(idx, split.x.device), k_members)
 
 
 def first_examples(split: Split, n: int) -> Split:
-    """The first n examples of a split (all of them if it has fewer)."""
-    if split.per_member:
-        return Split(split.x[:, :n], split.y[:, :n], per_member=True)
-    return Split(split.x[:n], split.y[:n])
+    """The first n examples of a split (all of them if it has fewer; `Split.head`)."""
+    return split.head(n)
 
 
 def member_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy per member: logits (K, B, C), y (K, B) -> (K,)."""
+    """Mean cross-entropy per member: logits (K, B, C), y (K, B) -> (K,), always in fp32 (bf16 logits are cast up
+    first: a bf16 log-softmax would round the loss to 8 significant bits)."""
     k, b, c = logits.shape
+    logits = logits.float()  # a no-op (same tensor) for fp32 logits
     return nn.functional.cross_entropy(logits.reshape(k * b, c), y.reshape(k * b), reduction="none").view(k, b).mean(1)
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, split: Split, k_members: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean loss and accuracy per member on a whole split, in chunks of batch_size examples."""
+def evaluate(model: nn.Module, split: Split, k_members: int, batch_size: int,
+             precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean loss and accuracy per member, each (K,) float64, on a whole split, in chunks of batch_size examples;
+    the forward passes at `precision` (see `nhtlib.precision`), the loss in fp32."""
     n = split.size
     loss_sum = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
     correct = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
@@ -125,7 +139,8 @@ def evaluate(model: nn.Module, split: Split, k_members: int, batch_size: int) ->
         if not split.per_member:
             x = x.unsqueeze(0).expand(k_members, *x.shape)
             y = y.unsqueeze(0).expand(k_members, *y.shape)
-        logits = model(x)
+        with precision_context(precision, split.y.device.type):
+            logits = model(x)
         loss_sum += member_loss(logits, y).double() * len(idx)
         correct += (logits.argmax(-1) == y).double().sum(1)
     return loss_sum / n, correct / n
@@ -137,7 +152,10 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
           progress: bool = True, desc: str = "training") -> list[pd.DataFrame]:
     """Train the K members of `model` on `data`; return one table per member.
 
-    lrs / weight_decays: one value per member (default: cfg.lr / cfg.weight_decay for all).
+    lrs / weight_decays: one value per member (default: cfg.lr / cfg.weight_decay for all). extra_metrics:
+    fn(model, data) -> {name: (K,) tensor}, called at every log step in plain fp32 (outside autocast, TF32 off)
+    whatever cfg.precision. cfg.precision sets the forward passes' precision (`nhtlib.precision`); cfg.compile
+    compiles the training forward.
     Columns of each table: step, lr_now (scheduled lr), <split>_loss, <split>_acc for every split, norm_sq,
     norm_sq:<layer>, extra metrics, wall_s, diverged_step (the first step with a non-finite training loss or norm;
     NaN unless the member diverged, in which case its rows stop at the last finite log step; a member that is not
@@ -180,10 +198,12 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         for name, split in data.splits.items():
             if name == "train" and cfg.train_eval_size is not None:
                 split = first_examples(split, cfg.train_eval_size)
-            values[f"{name}_loss"], values[f"{name}_acc"] = evaluate(model, split, k_members, cfg.eval_batch_size)
+            values[f"{name}_loss"], values[f"{name}_acc"] = evaluate(model, split, k_members, cfg.eval_batch_size,
+                                                                     cfg.precision)
         values.update(norm_columns(layer_squared_norms(model.named_parameters(), member_dim=True)))
         if extra_metrics is not None:
-            values.update(extra_metrics(model, data))
+            with precision_context("fp32", device.type):  # extra metrics are always plain fp32
+                values.update(extra_metrics(model, data))
         model.train()
         # a non-finite norm diverges the member at this log step (if its loss had not already)
         newly = (diverged_at < 0) & ~torch.isfinite(values["norm_sq"]).to(device)
@@ -198,27 +218,35 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
             row["wall_s"] = elapsed
             rows[k].append(row)
 
+    step_model = torch.compile(model) if cfg.compile else model  # the training forward only: evaluation stays eager
     t0 = time.perf_counter() - elapsed_before
     last_save = time.perf_counter()
     next_logs = [s for s in log_steps if s >= start_step]
-    if start_step == 0 and (not rows[0] or rows[0][-1]["step"] != 0):
-        log(0, 0.0)
-    model.train()
-    bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False, mininterval=5.0)
-    for step in range(start_step, cfg.steps):
-        idx = sampler.next()
-        x, y = select(train_split, idx, k_members)
-        losses = member_loss(model(x), y)
-        diverged_at.masked_fill_((diverged_at < 0) & ~torch.isfinite(losses.detach()), step)
-        alive = diverged_at < 0
-        # members are independent: d(sum)/d(theta_k) = d(loss_k)/d(theta_k); a diverged member's loss is left out
-        loss = torch.where(alive, losses, torch.zeros_like(losses)).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step(lr_factor(cfg.lr_schedule, step, cfg.steps))
-        done = step + 1
-        bar.update(1)
-        if done in next_logs:
+    # the TF32 flags of cfg.precision hold for the whole run (forward, backward, evaluation); restored on return
+    with tf32_flags(cfg.precision == "tf32"):
+        if start_step == 0 and (not rows[0] or rows[0][-1]["step"] != 0):
+            log(0, 0.0)
+        model.train()
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False,
+                   mininterval=5.0)
+        for step in range(start_step, cfg.steps):
+            idx = sampler.next()
+            x, y = select(train_split, idx, k_members)
+            with forward_autocast(cfg.precision, device.type):  # backward() runs outside autocast (PyTorch's advice)
+                logits = step_model(x)
+            losses = member_loss(logits, y)  # fp32
+            diverged_at.masked_fill_((diverged_at < 0) & ~torch.isfinite(losses.detach()), step)
+            alive = diverged_at < 0
+            # members are independent: d(sum)/d(theta_k) = d(loss_k)/d(theta_k); a diverged member's loss is left out
+            loss = torch.where(alive, losses, torch.zeros_like(losses)).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step(lr_factor(cfg.lr_schedule, step, cfg.steps))
+            done = step + 1
+            bar.update(1)
+            if done not in next_logs:
+                continue
+            # a log step: the only place the host reads device values
             log(done, time.perf_counter() - t0)
             n_alive = int((diverged_at < 0).sum())
             bar.set_postfix(loss=f"{loss.item() / max(1, n_alive):.3g}")
@@ -233,6 +261,6 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
                                  "rows": rows, "step": done, "elapsed": time.perf_counter() - t0,
                                  "diverged_at": diverged_at.cpu()}, checkpoint_path)
                 last_save = time.perf_counter()
-    bar.close()
+        bar.close()
     diverged = [float(d) if d >= 0 else float("nan") for d in diverged_at.tolist()]
     return [pd.DataFrame(r).assign(diverged_step=d) for r, d in zip(rows, diverged)]

@@ -19,14 +19,14 @@ def train_alone(net: nn.Module, data: nht.data.Dataset, cfg: nht.TrainConfig, se
         groups = [{"params": params, "weight_decay": wd}]
     opt = (torch.optim.AdamW(groups, lr=lr, betas=cfg.betas, eps=cfg.eps) if cfg.optimizer == "adamw"
            else torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum))
-    x, y = data.splits["train"].x, data.splits["train"].y
+    x, y = data.splits["train"].inputs(), data.splits["train"].y
     g = torch.Generator().manual_seed(seed + nht.train.DATA_SEED_OFFSET)
     log_steps = set(cfg.log_steps())
     rows = []
     for step in range(cfg.steps + 1):
         if step in log_steps:
             with torch.no_grad():
-                logits = net(data.splits["test"].x)
+                logits = net(data.splits["test"].inputs())
                 rows.append({"step": step, "norm_sq": sum(float((q.double() ** 2).sum()) for q in params),
                              "test_loss": float(nn.functional.cross_entropy(logits, data.splits["test"].y)),
                              "test_acc": float((logits.argmax(1) == data.splits["test"].y).double().mean())})

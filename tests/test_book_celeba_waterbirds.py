@@ -26,7 +26,7 @@ def test_presets_give_every_verdict_enough_seeds():
     assert set(cw.PAPER_CELEBA_LAMBDAS) <= set(cpu.celeba.lambdas) and set(cw.PAPER_WB_LAMBDAS) <= set(
         cpu.waterbirds.lambdas)
     assert paper.celeba.lambdas == cw.PAPER_CELEBA_LAMBDAS and paper.waterbirds.lambdas == cw.PAPER_WB_LAMBDAS
-    assert paper.celeba_split == "official" and paper.real_waterbirds and paper.min_celeba_images > 180_000
+    assert paper.celeba_split == "official" and paper.real_waterbirds and paper.full_data
 
 
 def test_presets_reject_bad_values():
@@ -39,8 +39,6 @@ def test_presets_reject_bad_values():
         cpu.replace(celeba_split="random")
     with pytest.raises(ConfigError):
         cpu.replace(waterbirds=cpu)
-    with pytest.raises(ConfigError):
-        cpu.replace(min_celeba_images=-1)
 
 
 def test_claims_are_declared_once_with_the_shared_predictions():

@@ -34,7 +34,7 @@ def test_border_mask_frame():
 
 def test_colours_on_border_pixels_and_nowhere_else():
     splits, (tx, ty, _, _) = make(rho=1.0)
-    x = unstandardise(splits["train"].x)
+    x = unstandardise(splits["train"].inputs())
     mask = borders.border_mask(8, 2)
     colours = borders.PALETTE[ty]  # rho = 1: every border has its class's colour
     assert torch.allclose(x[:, :, mask], colours[:, :, None].expand(-1, -1, int(mask.sum())), atol=1e-5)
@@ -57,7 +57,7 @@ def border_class_of(split_x, width=2):
 def test_rho_frequency_within_sampling_error(rho):
     n = 4000
     splits, (_, ty, _, _) = make(rho=rho, n_train=n)
-    b = border_class_of(splits["train"].x)
+    b = border_class_of(splits["train"].inputs())
     freq = (b == ty).float().mean().item()
     assert abs(freq - rho) < 4 * math.sqrt(rho * (1 - rho) / n)
     wrong = b[b != ty] - ty[b != ty]
@@ -69,16 +69,16 @@ def test_rho_frequency_within_sampling_error(rho):
 def test_three_test_sets():
     splits, (_, _, vx, vy) = make(rho=0.8, n_test=50)
     assert set(splits) == {"train", "coloured", "clean", "shortcut"}
-    clean = unstandardise(splits["clean"].x)
+    clean = unstandardise(splits["clean"].inputs())
     assert torch.allclose(clean, vx, atol=1e-5) and torch.equal(splits["clean"].y, vy)  # no border at all
     assert torch.equal(splits["coloured"].y, vy)
-    coloured = unstandardise(splits["coloured"].x)
+    coloured = unstandardise(splits["coloured"].inputs())
     mask = borders.border_mask(8, 2)
     assert torch.allclose(coloured[:, :, ~mask], vx[:, :, ~mask], atol=1e-5)  # same images, with borders
-    short = unstandardise(splits["shortcut"].x)
+    short = unstandardise(splits["shortcut"].inputs())
     assert torch.equal(splits["shortcut"].y, torch.arange(C))  # labelled by the border's class
     assert torch.allclose(short[:, :, ~mask], torch.full_like(short[:, :, ~mask], borders.GRAY))
-    assert torch.equal(border_class_of(splits["shortcut"].x), torch.arange(C))
+    assert torch.equal(border_class_of(splits["shortcut"].inputs()), torch.arange(C))
 
 
 def test_deterministic_by_seed():
@@ -86,9 +86,10 @@ def test_deterministic_by_seed():
     b, _ = make(seed=3)
     c, _ = make(seed=4)
     for name in a:
-        assert torch.equal(a[name].x, b[name].x)
-    assert not torch.equal(a["train"].x, c["train"].x)  # another seed draws other borders
-    assert torch.equal(a["clean"].x, c["clean"].x) and torch.equal(a["shortcut"].x, c["shortcut"].x)
+        assert torch.equal(a[name].inputs(), b[name].inputs())
+    assert not torch.equal(a["train"].inputs(), c["train"].inputs())  # another seed draws other borders
+    for name in ("clean", "shortcut"):
+        assert torch.equal(a[name].inputs(), c[name].inputs())
 
 
 def test_task_on_fake_image_folder(tmp_path):
@@ -103,8 +104,8 @@ def test_task_on_fake_image_folder(tmp_path):
     task = borders.BorderCIFARTask(n_train=20, n_test=10, image_size=16, border_width=2, rho=1.0,
                                    data_root=str(tmp_path))
     data = nht.data.stack_members([task.build(0), task.build(1)])
-    assert data.splits["train"].x.shape == (20, 3, 16, 16)  # rho = 1: both seeds draw the same borders
-    assert data.splits["shortcut"].x.shape == (10, 3, 16, 16)
+    assert data.splits["train"].inputs().shape == (20, 3, 16, 16)  # rho = 1: both seeds draw the same borders
+    assert data.splits["shortcut"].inputs().shape == (10, 3, 16, 16)
     assert data.n_classes == 10
     mixed = nht.data.stack_members([task.replace(rho=0.5).build(s) for s in (0, 1)])
     assert mixed.splits["train"].per_member and not mixed.splits["clean"].per_member

@@ -84,7 +84,7 @@ def test_richness_probe_in_a_training_run():
     assert (last.theta_dist_rel > 0).all()
     # the probe's D_LR is the metric on the extracted features
     model = cfg.model.build((6,), 2, [0])
-    phi, f = extract(model, task.build(0).splits["train"].x[:64])
+    phi, f = extract(model, task.build(0).splits["train"].inputs()[:64])
     assert dlr(phi[0], f[0]) == pytest.approx(first[first.seed == 0].dlr.iloc[0], abs=1e-9)
 
 

@@ -83,7 +83,7 @@ def test_celeba_official_split_and_groups(tmp_path):
         assert data.splits[name].size == n and data.splits[name].y.tolist() == [int(name[-3])] * n
     assert data.meta["chance"] == 0.5 and data.meta["target"] == "Smiling" and data.meta["spurious"] == "Blond_Hair"
     assert sum(data.meta["train_groups"].values()) == 12 and "24 of 202,599" in data.meta["note"]
-    x = data.splits["train"].x
+    x = data.splits["train"].inputs()
     assert x.dtype == torch.float32 and x.shape == (12, 3, 8, 8)
     expected_x = ((torch.tensor(MIDDLE[0]).float() / 255 - 0.5) / 0.5).view(3, 1, 1).expand(3, 8, 8)
     assert torch.allclose(x[0], expected_x)
@@ -100,7 +100,8 @@ def test_celeba_identity_split_task_and_subset(tmp_path):
     # Blond and Male are per identity: four groups of two identities each, one of each goes to test
     assert data.meta["groups"] == {f"test_y{y}a{a}": 3 for y in (0, 1) for a in (0, 1)}
     assert data.meta["train_groups"] == {f"y{y}a{a}": 3 for y in (0, 1) for a in (0, 1)}
-    assert torch.equal(task.build(1).splits["train"].x, data.splits["train"].x)  # the seed does not change data
+    # the seed does not change data
+    assert torch.equal(task.build(1).splits["train"].inputs(), data.splits["train"].inputs())
     sub = task.replace(n_train=4).build(0)
     assert sub.splits["train"].size == 4 and sub.meta["train_groups"] == {f"y{y}a{a}": 1 for y in (0, 1)
                                                                           for a in (0, 1)}
@@ -177,7 +178,7 @@ def test_waterbirds_standard_layout(tmp_path):
     assert data.meta["groups"] == {f"test_y{y}a{a}": 1 for y in (0, 1) for a in (0, 1)}
     # shorter side to 8 (image 16 x 8), centre crop keeps the green middle only
     green = torch.tensor([-1.0, 1.0, -1.0]).view(3, 1, 1).expand(3, 8, 8)
-    assert torch.allclose(data.splits["test_y1a0"].x[0], green)
+    assert torch.allclose(data.splits["test_y1a0"].inputs()[0], green)
     val = task.replace(eval_split="val").build(0)
     assert set(val.meta["groups"]) == {f"val_y{y}a{a}" for y in (0, 1) for a in (0, 1)}
     assert set(val.splits) == {"train", *val.meta["groups"]}
@@ -268,10 +269,11 @@ def test_cub_standin_task(tmp_path):
     assert data.meta["groups"] == {"test_y0a0": 5, "test_y0a1": 6, "test_y1a0": 5, "test_y1a1": 5}
     assert data.meta["majority_pairing"] == {0: 0, 1: 1}
     assert data.meta["note"].startswith("CUB stand-in for Waterbirds") and "36/40" in data.meta["note"]
-    assert data.splits["train"].x.shape == (40, 3, 16, 16) and data.input_shape == (3, 16, 16)
-    assert data.splits["train"].x.min() >= -1 and data.splits["train"].x.max() <= 1
+    assert data.splits["train"].inputs().shape == (40, 3, 16, 16) and data.input_shape == (3, 16, 16)
+    assert data.splits["train"].inputs().min() >= -1 and data.splits["train"].inputs().max() <= 1
     assert data.splits["test_y0a1"].y.tolist() == [0] * 6
-    assert not torch.equal(task.replace(construction_seed=1).build(0).splits["train"].x, data.splits["train"].x)
+    other = task.replace(construction_seed=1).build(0)
+    assert not torch.equal(other.splits["train"].inputs(), data.splits["train"].inputs())
 
 
 # ----------------------------------------------------------------------------------------------------- metrics

@@ -59,10 +59,12 @@ def test_image_folder_and_task(tmp_path):
     assert cifar.load_cifar("cifar10", str(tmp_path), max_per_class=2)["test"][0].shape == (20, 3, 32, 32)
     task = cifar.CIFARTask(n_train=20, n_test=10, image_size=16, data_root=str(tmp_path))
     data = task.build(0)
-    assert data.splits["train"].x.shape == (20, 3, 16, 16) and data.splits["test"].x.shape == (10, 3, 16, 16)
+    assert data.splits["train"].inputs().shape == (20, 3, 16, 16) and data.input_shape == (3, 16, 16)
+    assert data.splits["test"].inputs().shape == (10, 3, 16, 16)
+    assert data.splits["train"].x.dtype == torch.uint8 and data.splits["train"].x.shape == (20, 3, 32, 32)
     assert sorted(data.splits["train"].y.tolist()) == [c for c in range(10) for _ in range(2)]
     shuffled = task.replace(shuffle_labels=True).build(0)
-    assert torch.equal(shuffled.splits["train"].x, data.splits["train"].x)
+    assert torch.equal(shuffled.splits["train"].inputs(), data.splits["train"].inputs())
     assert not torch.equal(shuffled.splits["train"].y, data.splits["train"].y)
     assert task.digest() == task.replace(data_root="/elsewhere").digest()  # data_root is not identity
 
@@ -88,13 +90,13 @@ def test_mnist_idx_and_shortcut_patch(tmp_path):
     assert arrays["train"][0].shape == (20, 28, 28) and arrays["test"][1].tolist() == list(range(10))
     data = mnist.MNISTTask(n_train=20, n_test=10, shortcut="patch", data_root=str(tmp_path)).build(0)
     assert set(data.splits) == {"train", "test", "test_clean"}
-    x, y = data.splits["train"].x, data.splits["train"].y
+    x, y = data.splits["train"].inputs(), data.splits["train"].y
     bright = x.max()
     for i in range(10):
         r, c = mnist.patch_positions(28, 4)[int(y[i])]
         assert torch.all(x[i, 0, r:r + 4, c:c + 4] == bright)
         assert int((x[i] == bright).sum()) == 16
-    assert torch.all(data.splits["test_clean"].x == data.splits["test_clean"].x.min())
+    assert torch.all(data.splits["test_clean"].inputs() == data.splits["test_clean"].inputs().min())
 
 
 def test_missing_mnist(tmp_path):

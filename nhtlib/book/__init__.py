@@ -9,9 +9,24 @@ like the paper: the claim, the set-up in a few lines, the run (cached), the figu
 * `borders` — chapter 3, CIFAR-10 with class-coloured borders (NHT §5.1–5.2, §5.8): λ and ρ sweeps, layers, ablation, S.
 * `celeba_waterbirds` — chapter 4, CelebA and Waterbirds (NHT §5.9–5.10): two λ sweeps, the S spectrum, Table 3.
 * `richness` — chapter 5, dynamical richness D_LR (Nam et al.): Shortcut MNIST (ours), grokking, α, BatchNorm, ResNet18.
+
+Every module declares its sweeps (`sweeps(preset, data_root, first_seed)`: the members it trains, as
+`nhtlib.sweep.Sweep`); `SWEEPS` maps each chapter to them at a scale, for the compute planner (`nhtlib.plan`).
 """
 from . import toy  # noqa: F401
 from . import grokking  # noqa: F401
 from . import richness  # noqa: F401
 from . import borders  # noqa: F401
 from . import celeba_waterbirds  # noqa: F401
+
+
+def _sweeps_of(module):
+    def at_scale(scale: str, data_root: str | None = None, first_seed: int = 0):
+        return module.sweeps(module.PRESETS[scale], data_root, first_seed)
+
+    at_scale.__doc__ = f"The sweeps of {module.CHAPTER} at `scale` (its `sweeps` on `PRESETS[scale]`)."
+    return at_scale
+
+
+# chapter -> fn(scale, data_root=None, first_seed=0) -> [Sweep]: what the compute planner plans (`nhtlib.plan`)
+SWEEPS = {m.CHAPTER: _sweeps_of(m) for m in (toy, grokking, borders, celeba_waterbirds, richness)}

@@ -3,7 +3,7 @@ the ρ sweep at λ = 0.1 (Experiment B), the layer-wise norms (Experiment C, on 
 architecture ablation and the clean norm separation S.
 
 What the notebook uses: `PRESETS` (one `BorderPreset` per scale), `task` / `example_rows` (the data and Fig. 3.1),
-`run` (train or read back every experiment: a `BorderRuns` of run tables and per-run summaries), the tables and
+`sweeps` (every sweep, as the compute planner reads them), `run` (train or read back every experiment: a `BorderRuns` of run tables and per-run summaries), the tables and
 views its figures show (`table_a`, `table_b`, `rho_curves`, `layer_focus`, `layer_view`, `layer_table`, `phase`,
 `clean_map`, `ablation_view`, `ablation_table`, `transition_table`, `inverse_lambda_fit`, `separation_scores`,
 `numbers`), `CLAIMS` and `judge` (the verdicts, per seed with 95 % intervals).
@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import torch
 
-from .. import predictions, regimes, separation
-from ..config import Config, ConfigError, TrainConfig, check_choice, check_range
+from .. import plan, predictions, regimes, separation
+from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.borders import BorderCIFARTask, standardise
 from ..data.cifar import MEAN, STD
 from ..metrics import vision
 from ..models import config as model_config
-from ..sweep import RunConfig, grid
-from ..sweep import run as run_members
+from ..sweep import RunConfig, Sweep, grid
 from ..verdicts import (AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl,
                         interval, sd_interval)
 
@@ -66,11 +66,18 @@ class BorderPreset(Config):
     ablation_seeds: int  # seeds per ablation model
     ablation_epochs: int  # epochs of the four ablation models (SimpleCNN included, run afresh when != epochs)
     resnet_width: float  # ResNet18 channel multiplier
+    rho_seeds: int | None = None  # seeds per ρ of Experiment B (None: `seeds`; the paper's Fig. 2 has 3)
+    phase_seeds: int = 3  # seeds per extra phase-diagram cell: PH1 is judged per seed (>= 3; the paper's Fig. 3: 1)
+    full_data: bool = False  # refuse to start unless CIFAR-10 is complete (paper scale: all 50,000 training images)
+    precision: str = "fp32"  # TrainConfig.precision: bf16 autocast at paper scale (a GPU's tensor cores), fp32 here
 
     def validate(self) -> None:
         for name in ("image_size", "border_width", "n_train", "n_test", "epochs", "batch_size", "seeds",
-                     "ablation_seeds", "ablation_epochs"):
+                     "ablation_seeds", "ablation_epochs", "phase_seeds"):
             check_range(name, getattr(self, name), 1, None, integer=True)
+        check_choice("precision", self.precision, PRECISIONS)
+        if self.rho_seeds is not None:
+            check_range("rho_seeds", self.rho_seeds, 1, self.seeds, integer=True)  # ρ = 0.95 reuses A's seeds
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
         check_range("resnet_width", self.resnet_width, 0.0, None, low_inclusive=False)
         for name in ("lambdas", "rhos", "phase_lambdas"):
@@ -98,11 +105,15 @@ PRESETS = {
     "cpu": BorderPreset(image_size=16, border_width=1, n_train=2000, n_test=500, epochs=12, batch_size=32, lr=3e-3,
                         seeds=3, lambdas=(0.01, 0.1, 1.0, 3.0, 10.0, 30.0), rhos=PAPER_RHOS, phase_lambdas=(),
                         ablation_seeds=3, ablation_epochs=6, resnet_width=0.25),
-    # the paper's protocol (nht.md §3.2, §7.2): 4 seeds per λ (3 per ρ in the paper; 4 here, one preset field), the
-    # full 7 × 4 phase grid, 3 seeds per ablation model (the book's default is 2: raised to the verdict floor)
+    # the paper's protocol (nht.md §3.2, §7.2) on the full CIFAR-10: 4 seeds per λ (Fig. 1), 3 per ρ (Fig. 2), the
+    # full 7 × 4 phase grid (Fig. 3) — 3 seeds per extra cell where the paper ran one (PH1 is judged per seed) — and
+    # 3 seeds per ablation model (the paper's 8 runs are 2 per model: raised to the verdict floor). bf16 autocast
+    # (fp32 weights and optimiser state): the fastest precision, and chapter 3's smoke runs give the same regimes and
+    # verdicts at bf16 as at fp32 (benchmarks/precision_claims.py)
     "paper": BorderPreset(image_size=32, border_width=3, n_train=50000, n_test=10000, epochs=200, batch_size=128,
-                          lr=1e-3, seeds=4, lambdas=PAPER_LAMBDAS, rhos=PAPER_RHOS, phase_lambdas=PAPER_LAMBDAS,
-                          ablation_seeds=3, ablation_epochs=200, resnet_width=1.0),
+                          lr=1e-3, seeds=4, rho_seeds=3, lambdas=PAPER_LAMBDAS, rhos=PAPER_RHOS,
+                          phase_lambdas=PAPER_LAMBDAS, phase_seeds=3, ablation_seeds=3, ablation_epochs=200,
+                          resnet_width=1.0, full_data=True, precision="bf16"),
 }
 
 # The paper's values, digitised (nht.md §3.3): Fig. 1 (λ sweep), Fig. 2 (ρ sweep), §5.8 (ablation)
@@ -132,7 +143,8 @@ def train_config(preset: BorderPreset, epochs: int | None = None) -> TrainConfig
     epochs = epochs or preset.epochs
     return TrainConfig(optimizer="adamw", lr=preset.lr, steps=epochs * steps_per_epoch(preset),
                        batch_size=preset.batch_size, sampling="epoch", lr_schedule="cosine", n_logs=epochs,
-                       train_eval_size=preset.n_test)  # train accuracy on a test-sized sample: cheaper
+                       train_eval_size=preset.n_test,  # train accuracy on a test-sized sample: cheaper
+                       precision=preset.precision)
 
 
 def decay_budget(preset: BorderPreset) -> float:
@@ -145,8 +157,9 @@ def example_rows(example) -> dict:
     rows = {}
     for name in ("coloured", "clean", "shortcut"):
         split = example.splits[name]
-        picks = [int(np.flatnonzero(split.y.numpy() == c)[0]) for c in range(10)]
-        rows[name] = standardise(split.x[picks], MEAN["cifar10"], STD["cifar10"], inverse=True)
+        picks = torch.tensor([int(np.flatnonzero(split.y.numpy() == c)[0]) for c in range(10)])
+        images, _ = split.take(picks, 1)  # decoded model inputs (10, 3, S, S)
+        rows[name] = standardise(images, MEAN["cifar10"], STD["cifar10"], inverse=True)
     return rows
 
 
@@ -166,8 +179,31 @@ class BorderRuns:
     transition_time: str = "head_peak"
 
 
-def _load(configs, preset, *, device, progress, desc) -> pd.DataFrame:
-    runs = run_members(configs, device=device, progress=progress, desc=desc)
+def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> list[Sweep]:
+    """Every sweep of the chapter, in the order it runs: the λ sweep (Experiments A and C), one ρ sweep per ρ
+    (Experiment B), the phase diagram's extra λ's per ρ, and one ablation sweep per model (named as in `MODELS`)."""
+    seeds = range(first_seed, first_seed + preset.seeds)
+    base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
+    out = [Sweep("λ sweep", tuple(grid(base, seeds=seeds, weight_decays=preset.lambdas)))]
+    rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
+    out += [Sweep(f"ρ = {rho}", tuple(grid(base.replace(task=task(preset, data_root, rho)), seeds=rho_seeds,
+                                           weight_decays=[LAMBDA_B]))) for rho in preset.rhos]
+    extra_lams = [lam for lam in preset.phase_lambdas if lam != LAMBDA_B]
+    phase_seeds = range(first_seed, first_seed + preset.phase_seeds)
+    out += [Sweep(f"phase, ρ = {rho}", tuple(grid(base.replace(task=task(preset, data_root, rho)),
+                                                  seeds=phase_seeds, weight_decays=extra_lams)))
+            for rho in preset.rhos if rho != RHO_A and extra_lams]
+    ablation = base.replace(train=train_config(preset, preset.ablation_epochs))
+    ablation_seeds = range(first_seed, first_seed + preset.ablation_seeds)
+    for name, norm in MODELS.items():
+        model = ablation.model if norm is None else model_config("resnet18", norm=norm, width=preset.resnet_width)
+        out.append(Sweep(name, tuple(grid(ablation.replace(model=model), seeds=ablation_seeds,
+                                          weight_decays=[LAMBDA_B]))))
+    return out
+
+
+def _load(sweep: Sweep, preset: BorderPreset, *, device, progress) -> pd.DataFrame:
+    runs = sweep.run(device=device, progress=progress)
     runs["epoch"] = (runs.step / steps_per_epoch(preset)).round().astype(int)
     return runs.rename(columns={"weight_decay": "lam"})
 
@@ -180,35 +216,25 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
     check_range("clean_threshold", clean_threshold, 0.0, 1.0)
     check_range("contraction_fraction", contraction_fraction, 0.0, 1.0, low_inclusive=False)
     kw = dict(clean_threshold=clean_threshold, contraction_fraction=contraction_fraction)
-    seeds = range(first_seed, first_seed + preset.seeds)
-    base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
+    declared = sweeps(preset, data_root, first_seed)
+    plan.check_data(declared, full=preset.full_data)  # before anything is built or trained
+    by_name = {s.name: s for s in declared}
     load = dict(preset=preset, device=device, progress=progress)
-    runs_a = _load(grid(base, seeds=seeds, weight_decays=preset.lambdas), desc="λ sweep", **load).assign(rho=RHO_A)
+    runs_a = _load(by_name["λ sweep"], **load).assign(rho=RHO_A)
     sum_a = _with_separation(runs_a, vision.summarise(runs_a, ["lam", "seed"], layers=CONVS, **kw))
-    runs_b = pd.concat([_load(grid(base.replace(task=task(preset, data_root, rho)), seeds=seeds,
-                                   weight_decays=[LAMBDA_B]), desc=f"ρ = {rho}", **load).assign(rho=rho)
-                        for rho in preset.rhos], ignore_index=True)
+    runs_b = pd.concat([_load(by_name[f"ρ = {rho}"], **load).assign(rho=rho) for rho in preset.rhos],
+                       ignore_index=True)
     sum_b = vision.summarise(runs_b, ["rho", "seed"], **kw)
-    extra_lams = [lam for lam in preset.phase_lambdas if lam != LAMBDA_B]
-    extra = [vision.summarise(_load(grid(base.replace(task=task(preset, data_root, rho)), seeds=seeds,
-                                         weight_decays=extra_lams), desc=f"phase, ρ = {rho}", **load),
-                              ["lam", "seed"], **kw).assign(rho=rho)
-             for rho in preset.rhos if rho != RHO_A and extra_lams]
-    runs_abl, sum_abl = _ablation(preset, base, first_seed, load, kw)
-    return BorderRuns(runs_a, sum_a, runs_b, sum_b, runs_abl, sum_abl,
-                      pd.concat(extra, ignore_index=True) if extra else pd.DataFrame(), transition_time)
-
-
-def _ablation(preset, base, first_seed, load, kw):
-    seeds = range(first_seed, first_seed + preset.ablation_seeds)
-    base = base.replace(train=train_config(preset, preset.ablation_epochs))
+    extra = [vision.summarise(_load(by_name[f"phase, ρ = {rho}"], **load), ["lam", "seed"], **kw).assign(rho=rho)
+             for rho in preset.rhos if f"phase, ρ = {rho}" in by_name]
     parts, sums = [], []
-    for name, norm in MODELS.items():
-        model = base.model if norm is None else model_config("resnet18", norm=norm, width=preset.resnet_width)
-        r = _load(grid(base.replace(model=model), seeds=seeds, weight_decays=[LAMBDA_B]), desc=name, **load)
+    for name in MODELS:
+        r = _load(by_name[name], **load)
         parts.append(r.assign(model=name))
         sums.append(vision.summarise(r, ["seed"], head=HEAD_OF[name], **kw).assign(model=name))
-    return pd.concat(parts, ignore_index=True), pd.concat(sums, ignore_index=True)
+    return BorderRuns(runs_a, sum_a, runs_b, sum_b, pd.concat(parts, ignore_index=True),
+                      pd.concat(sums, ignore_index=True), pd.concat(extra, ignore_index=True) if extra else
+                      pd.DataFrame(), transition_time)
 
 
 # ------------------------------------------------------------------------------------------ tables and views

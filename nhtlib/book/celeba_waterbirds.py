@@ -23,18 +23,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import predictions, separation
+from .. import plan, predictions, separation
 from ..claims import load_claims
-from ..config import ChapterParams, Config, ConfigError, TrainConfig, check_choice, check_range
+from ..config import PRECISIONS, ChapterParams, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data import Dataset, TaskConfig
 from ..data.celeba import CelebATask
 from ..data.groups import parse_group_name
+from ..data.layout import layout
 from ..data.waterbirds import STANDARD_DIRS, WaterbirdsTask
 from ..metrics import groups, vision
 from ..models import config as model_config
 from ..paths import data_root as resolve_data_root
-from ..sweep import RunConfig, grid
-from ..sweep import run as run_members
+from ..sweep import RunConfig, Sweep, grid
 from ..verdicts import AllOf, AtLeast, ClaimResult, ClaimSpec, Estimate, interval
 
 CHAPTER = "04_celeba_waterbirds"
@@ -67,11 +67,13 @@ class DomainPreset(Config):
     lambdas: tuple[float, ...]  # the λ grid; P1–P3 read a per-seed Spearman over it, so >= 3 values
     seeds: int  # seeds at every λ; a verdict needs >= 3 (nhtlib.verdicts.MIN_UNITS)
     train_eval_size: int = 500  # train accuracy on this many training images: evaluating all costs an epoch
+    precision: str = "fp32"  # TrainConfig.precision: bf16 autocast at paper scale (a GPU's tensor cores), fp32 here
 
     def validate(self) -> None:
         check_range("image_size", self.image_size, 4, 512, integer=True)
         if self.n_train is not None:
             check_range("n_train", self.n_train, 1, None, integer=True)
+        check_choice("precision", self.precision, PRECISIONS)
         for name in ("epochs", "batch_size", "seeds", "train_eval_size"):
             check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
@@ -87,7 +89,7 @@ class ChapterPreset(Config):
     celeba_split: str  # "identity" (identity-disjoint, for a subset) or "official" (the full data set's partition)
     celeba: DomainPreset
     waterbirds: DomainPreset
-    min_celeba_images: int = 0  # refuse a CelebA with fewer images (paper scale: the full 202,599, 10 % slack)
+    full_data: bool = False  # refuse to start unless CelebA is complete and Waterbirds real (paper scale)
     real_waterbirds: bool = False  # waterbirds_source="auto" must find the real data set (paper scale)
 
     def validate(self) -> None:
@@ -95,7 +97,6 @@ class ChapterPreset(Config):
         for name in ("celeba", "waterbirds"):
             if not isinstance(getattr(self, name), DomainPreset):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a DomainPreset")
-        check_range("min_celeba_images", self.min_celeba_images, 0, None, integer=True)
 
 
 PRESETS = {
@@ -127,10 +128,10 @@ PRESETS = {
     "paper": ChapterPreset(
         celeba_split="official",
         celeba=DomainPreset(image_size=64, n_train=None, epochs=100, batch_size=256, lr=1e-3,
-                            lambdas=PAPER_CELEBA_LAMBDAS, seeds=3),
+                            lambdas=PAPER_CELEBA_LAMBDAS, seeds=3, precision="bf16"),
         waterbirds=DomainPreset(image_size=224, n_train=None, epochs=100, batch_size=64, lr=1e-3,
-                                lambdas=PAPER_WB_LAMBDAS, seeds=3),
-        min_celeba_images=int(0.9 * FULL_CELEBA), real_waterbirds=True),
+                                lambdas=PAPER_WB_LAMBDAS, seeds=3, precision="bf16"),
+        full_data=True, real_waterbirds=True),
 }
 
 # The paper's values (nht.md §3.4, NHT §5.10 [paper]); CelebA's are means over 2 seeds at epoch 100
@@ -178,24 +179,32 @@ def resolve_waterbirds_source(choice: str, root: Path, preset: ChapterPreset) ->
     return "waterbirds" if real or preset.real_waterbirds else "cub_standin"
 
 
+def domain_tasks(preset: ChapterPreset, data_root: str | None, *, waterbirds_source: str = "auto",
+                 target: str = "Smiling", spurious: str = "Blond_Hair") -> dict[str, TaskConfig]:
+    """The chapter's two tasks (nothing is read but the folder listing that picks the Waterbirds source):
+    {"celeba": CelebATask, "waterbirds": WaterbirdsTask}."""
+    root = resolve_data_root(data_root, need="celeba")
+    pc, pw = preset.celeba, preset.waterbirds
+    source = resolve_waterbirds_source(waterbirds_source, root, preset)
+    return {"celeba": CelebATask(target=target, spurious=spurious, image_size=pc.image_size,
+                                 split=preset.celeba_split, n_train=pc.n_train, data_root=str(root)),
+            "waterbirds": WaterbirdsTask(source=source, image_size=pw.image_size, n_train=pw.n_train,
+                                         data_root=str(root))}
+
+
 def domains(preset: ChapterPreset, params: ChapterParams, *, waterbirds_source: str = "auto",
             target: str = "Smiling", spurious: str = "Blond_Hair") -> dict[str, Domain]:
     """The chapter's two data sets, built (the data are the same for every seed): {"celeba": …, "waterbirds": …}."""
-    root = resolve_data_root(params.data_root, need="celeba")
-    pc, pw = preset.celeba, preset.waterbirds
-    celeba_task = CelebATask(target=target, spurious=spurious, image_size=pc.image_size, split=preset.celeba_split,
-                             n_train=pc.n_train, data_root=str(root))
+    tasks = domain_tasks(preset, params.data_root, waterbirds_source=waterbirds_source, target=target,
+                         spurious=spurious)
+    celeba_task, wb_task = tasks["celeba"], tasks["waterbirds"]
+    plan.check_tasks(tasks.values(), full=preset.full_data, why=f"scale={params.scale!r} trains on the full data sets")
     celeba = celeba_task.build(params.seed)
-    if celeba.meta["n_images"] < preset.min_celeba_images:
-        raise FileNotFoundError(
-            f"scale={params.scale!r} needs the full CelebA ({FULL_CELEBA:,} aligned images); {root / 'celeba'} holds "
-            f"{celeba.meta['n_images']:,}. Put the official img_align_celeba/ and the three annotation files in "
-            f"{root / 'celeba'} (or pass data_root), or run at scale='cpu'.")
-    source = resolve_waterbirds_source(waterbirds_source, root, preset)
-    wb_task = WaterbirdsTask(source=source, image_size=pw.image_size, n_train=pw.n_train, data_root=str(root))
+    pc, pw = preset.celeba, preset.waterbirds
+    real = wb_task.source == "waterbirds"
     return {"celeba": Domain(CELEBA, CELEBA, pc, celeba_task, celeba, (f"not {target}", target),
                              (f"not {spurious}", spurious)),
-            "waterbirds": Domain(WATERBIRDS if source == "waterbirds" else STANDIN, WATERBIRDS, pw, wb_task,
+            "waterbirds": Domain(WATERBIRDS if real else STANDIN, WATERBIRDS, pw, wb_task,
                                  wb_task.build(params.seed), ("landbird", "waterbird"),
                                  ("land background", "water background"))}
 
@@ -215,7 +224,7 @@ def example_rows(domain: Domain, per_group: int = 6) -> dict:
         parsed = parse_group_name(name)
         if parsed is not None:
             _, y, a = parsed
-            rows[f"y{y}a{a}\n{domain.y_names[y]}\n{domain.a_names[a]}"] = split.x[:per_group] * 0.5 + 0.5
+            rows[f"y{y}a{a}\n{domain.y_names[y]}\n{domain.a_names[a]}"] = split.head(per_group).inputs() * 0.5 + 0.5
     return rows
 
 
@@ -249,7 +258,7 @@ def train_config(p: DomainPreset, n_train: int) -> TrainConfig:
     """AdamW with a cosine schedule to 0, minibatches drawn epoch by epoch, everything logged after every epoch."""
     return TrainConfig(optimizer="adamw", lr=p.lr, steps=p.epochs * math.ceil(n_train / p.batch_size),
                        batch_size=p.batch_size, sampling="epoch", lr_schedule="cosine", n_logs=p.epochs,
-                       train_eval_size=p.train_eval_size)
+                       train_eval_size=p.train_eval_size, precision=p.precision)
 
 
 def run(data: dict[str, Domain], *, first_seed: int = 0, device: str = "auto", progress: bool = True) -> ChapterRuns:
@@ -258,12 +267,25 @@ def run(data: dict[str, Domain], *, first_seed: int = 0, device: str = "auto", p
     return ChapterRuns(**{key: _run_domain(d, first_seed, device, progress) for key, d in data.items()})
 
 
+def domain_sweep(name: str, task: TaskConfig, p: DomainPreset, n_train: int, first_seed: int = 0) -> Sweep:
+    """One data set's λ sweep: a SimpleCNN per seed and λ, `train_config(p, n_train)`."""
+    base = RunConfig(task=task, model=model_config("simple_cnn"), train=train_config(p, n_train))
+    return Sweep(name, tuple(grid(base, seeds=range(first_seed, first_seed + p.seeds), weight_decays=p.lambdas)))
+
+
+def sweeps(preset: ChapterPreset, data_root: str | None, first_seed: int = 0, *,
+           waterbirds_source: str = "auto") -> list[Sweep]:
+    """Both λ sweeps as the compute planner sees them, with the training-set sizes the configs imply
+    (`nhtlib.data.layout`: the full split when n_train is None) — the run itself counts the images it built."""
+    tasks = domain_tasks(preset, data_root, waterbirds_source=waterbirds_source)
+    return [domain_sweep(key, task, getattr(preset, key), layout(task).n_train, first_seed)
+            for key, task in tasks.items()]
+
+
 def _run_domain(d: Domain, first_seed: int, device: str, progress: bool) -> DomainRuns:
     n_train = d.data.splits["train"].size
     train = train_config(d.preset, n_train)
-    base = RunConfig(task=d.task, model=model_config("simple_cnn"), train=train)
-    configs = grid(base, seeds=range(first_seed, first_seed + d.preset.seeds), weight_decays=d.preset.lambdas)
-    runs = run_members(configs, device=device, progress=progress, desc=d.name)
+    runs = domain_sweep(d.name, d.task, d.preset, n_train, first_seed).run(device=device, progress=progress)
     spe = math.ceil(n_train / d.preset.batch_size)
     runs["epoch"] = (runs.step / spe).round().astype(int)
     runs = groups.add_group_metrics(runs, d.data.meta["groups"], split="test",

@@ -27,12 +27,11 @@ import numpy as np
 import pandas as pd
 
 from .. import delay_law, predictions, separation
-from ..config import Config, ConfigError, TrainConfig, check_range
+from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.modular import ModularTask
 from ..metrics import grokking
 from ..models import config as model_config
-from ..sweep import RunConfig, grid
-from ..sweep import run as run_members
+from ..sweep import RunConfig, Sweep, grid
 from ..verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate, interval
 
 CHAPTER = "02_grokking"
@@ -55,6 +54,7 @@ def _check_grid(name: str, values: tuple[float, ...]) -> None:
 
 
 def _check_run(preset) -> None:
+    check_choice("precision", preset.precision, PRECISIONS)
     """What both presets share: the modulus, η, the split, the λ grid and two budgets on a linear log grid."""
     check_range("p", preset.p, 3, None, integer=True)
     check_range("log_every", preset.log_every, 1, None, integer=True)
@@ -85,6 +85,7 @@ class StandInPreset(Config):
     sgd_steps: int  # SGD budget: short — the norm collapses at rate ηw within ~1/(ηw) steps
     train_frac: float = 0.5  # NSDL's 50 % split (the calibration's 40 % groks much later)
     batch_size: int | None = None  # full batch: the MLP's whole training set is a few thousand pairs
+    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: the small MLP is launch-bound on a GPU
 
     def validate(self) -> None:
         _check_run(self)
@@ -113,6 +114,7 @@ class NSDLPreset(Config):
     paper_grid: int  # NSDL's log grid (200 for Table 2), read from ours: a multiple of log_every
     post_window: int  # V_post is read this many steps after T_grok (NSDL stops its runs 2,000 steps after T_grok)
     train_frac: float = 0.5  # NSDL's 50 % split, drawn with random.Random(seed)
+    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: bf16 changed 2 of 21 smoke outcomes
 
     def validate(self) -> None:
         _check_run(self)
@@ -222,6 +224,7 @@ def stand_in_config(s: StandInPreset, *, steps: int, optimizer: str = "adamw", n
     tables included, biases not: `nhtlib.models.modular_mlp`)."""
     return RunConfig(task=ModularTask(p=s.p, op="+", train_frac=s.train_frac), model=model_config("modular_mlp"),
                      train=TrainConfig(optimizer=optimizer, lr=s.lr, steps=steps, batch_size=s.batch_size,
+                                       precision=s.precision,
                                        decay="matrices", log_grid=log_grid, n_logs=n_logs or steps // s.log_every),
                      seed=seed)
 
@@ -233,6 +236,7 @@ def nsdl_configs(n: NSDLPreset, first_seed: int = 0) -> list[RunConfig]:
         steps = budget(lam, n.steps_low, n.steps)
         base = RunConfig(task=ModularTask(p=n.p, op="+", train_frac=n.train_frac), model=model_config("transformer"),
                          train=TrainConfig(optimizer="adamw", lr=n.lr, steps=steps, batch_size=n.batch_size,
+                                           precision=n.precision,
                                            sampling="with_replacement", decay="all", n_logs=steps // n.log_every))
         out += grid(base, seeds=range(first_seed, first_seed + n.seeds), weight_decays=[lam])
     return out
@@ -328,24 +332,33 @@ def summarise(table: pd.DataFrame, *, mem_threshold: float, grok_threshold: floa
     return table, summary
 
 
+def sweeps(preset: GrokPreset, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    """The chapter's four sweeps: the one-run figure, the stand-in's λ sweep, SGD, NSDL's settings (data_root is
+    unused: the data are generated)."""
+    s, n = preset.stand_in, preset.nsdl
+    seeds = range(first_seed, first_seed + s.seeds)
+    stand_in = [c for lam in s.lambdas
+                for c in grid(stand_in_config(s, steps=budget(lam, s.steps_low, s.steps)), seeds=seeds,
+                              weight_decays=[lam])]
+    sgd = grid(stand_in_config(s, optimizer="sgd", steps=s.sgd_steps),
+               seeds=range(first_seed, first_seed + s.sgd_seeds), weight_decays=[LAM_ONE, 2 * LAM_ONE])
+    return [Sweep("one run", (_single_config(s, first_seed),)), Sweep("stand-in sweep", tuple(stand_in)),
+            Sweep("SGD", tuple(sgd)), Sweep("NSDL settings", tuple(nsdl_configs(n, first_seed)))]
+
+
 def run(preset: GrokPreset, *, first_seed: int = 0, device: str = "auto", progress: bool = True,
         mem_threshold: float = 0.99, grok_threshold: float = 0.99) -> GrokRuns:
     """Train (or read back from the cache) the one-run figure, the stand-in sweep, SGD and NSDL's settings."""
     for name, value in (("mem_threshold", mem_threshold), ("grok_threshold", grok_threshold)):
         check_range(name, value, 0.0, 1.0, low_inclusive=False)
-    s, n = preset.stand_in, preset.nsdl
     thresholds = dict(mem_threshold=mem_threshold, grok_threshold=grok_threshold)
     load = dict(device=device, progress=progress)
-    single = grokking.add_hidden_norm(run_members([_single_config(s, first_seed)], desc="one run", **load))
+    single_sweep, stand_in, sgd_sweep, nsdl_sweep = sweeps(preset, first_seed=first_seed)
+    single = grokking.add_hidden_norm(single_sweep.run(**load))
     one = grokking.grokking_summary(single, **thresholds).iloc[0]
-    seeds = range(first_seed, first_seed + s.seeds)
-    configs = [c for lam in s.lambdas
-               for c in grid(stand_in_config(s, steps=budget(lam, s.steps_low, s.steps)), seeds=seeds,
-                             weight_decays=[lam])]
-    runs, summary = summarise(run_members(configs, desc="stand-in sweep", **load), post_window=None, **thresholds)
-    sgd, sgd_summary = _sgd(s, runs, first_seed, thresholds, load)
-    nsdl, nsdl_summary, nsdl_grid = analyse_nsdl(run_members(nsdl_configs(n, first_seed), desc="NSDL settings",
-                                                             **load), n, **thresholds)
+    runs, summary = summarise(stand_in.run(**load), post_window=None, **thresholds)
+    sgd, sgd_summary = _sgd(sgd_sweep.run(**load), runs, thresholds)
+    nsdl, nsdl_summary, nsdl_grid = analyse_nsdl(nsdl_sweep.run(**load), preset.nsdl, **thresholds)
     return GrokRuns(single, one, runs, summary, sgd, sgd_summary, nsdl, nsdl_summary, nsdl_grid)
 
 
@@ -366,12 +379,11 @@ def _single_config(s: StandInPreset, seed: int) -> RunConfig:
     return config.replace(train=config.train.replace(weight_decay=LAM_ONE))
 
 
-def _sgd(s: StandInPreset, runs: pd.DataFrame, first_seed: int, thresholds: dict, load: dict):
-    seeds = range(first_seed, first_seed + s.sgd_seeds)
-    sgd = run_members(grid(stand_in_config(s, optimizer="sgd", steps=s.sgd_steps), seeds=seeds,
-                           weight_decays=[LAM_ONE, 2 * LAM_ONE]), desc="SGD", **load)
+def _sgd(sgd: pd.DataFrame, runs: pd.DataFrame, thresholds: dict):
+    """SGD's runs beside AdamW's λ = 1 runs of the same seeds: (both tables, their grokking summaries)."""
     sgd["optimiser"] = sgd.weight_decay.map(lambda w: f"SGD, w = {w:g}")
-    adamw = runs[(runs.weight_decay == LAM_ONE) & runs.seed.isin(seeds)].assign(optimiser=f"AdamW, λ = {LAM_ONE:g}")
+    adamw = runs[(runs.weight_decay == LAM_ONE) & runs.seed.isin(sgd.seed.unique())].assign(
+        optimiser=f"AdamW, λ = {LAM_ONE:g}")
     both = pd.concat([adamw, sgd], ignore_index=True)
     return both, grokking.grokking_summary(both, by=["optimiser", "seed"], **thresholds)
 

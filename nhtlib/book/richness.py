@@ -21,16 +21,16 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .. import predictions
-from ..config import Config, ConfigError, TrainConfig, check_range
+from .. import plan, predictions
+from ..config import DECAY_GROUPS, PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.cifar import N_CLASSES, CIFARTask
+from ..data.layout import layout
 from ..data.mnist import MNISTTask
 from ..data.modular import ModularTask
 from ..metrics import eigen
 from ..metrics.features import richness_probe
 from ..models import config as model_config
-from ..sweep import RunConfig, grid
-from ..sweep import run as run_members
+from ..sweep import RunConfig, Sweep, grid
 from ..verdicts import (AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl,
                         interval)
 
@@ -80,6 +80,9 @@ class GrokPreset(Config):
     hidden: int = 256  # GELU hidden layer: the features Φ (p_features = 256)
     lr: float = 4e-3  # AdamW lr of the calibration
     weight_decay: float = 1.0  # decoupled decay on the matrices: what makes the net grok
+    model: str = "modular_mlp_stacked"  # the MLP (cpu); "transformer": NSDL's Transformer (paper scale)
+    batch_size: int | None = None  # None: full batch (the MLP); NSDL's Transformer draws 512 with replacement
+    decay: str = "matrices"  # the MLP decays its matrices; NSDL decays every parameter ("all")
 
     def validate(self) -> None:
         check_range("p", self.p, 3, None, integer=True)
@@ -89,6 +92,17 @@ class GrokPreset(Config):
         for name in ("d_embed", "hidden"):
             check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+        check_choice("model", self.model, ("modular_mlp_stacked", "transformer"))
+        if self.batch_size is not None:
+            check_range("batch_size", self.batch_size, 1, None, integer=True)
+        check_choice("decay", self.decay, DECAY_GROUPS)
+
+    def model_config(self):
+        """The member model: the stacked MLP (its GELU hidden layer is Φ) or NSDL's Transformer (Φ: the final
+        LayerNorm's output at the last position)."""
+        if self.model == "transformer":
+            return model_config("transformer")
+        return model_config("modular_mlp_stacked", d_embed=self.d_embed, hidden=self.hidden)
 
 
 @dataclass(frozen=True)
@@ -132,8 +146,14 @@ class VisionPreset(Config):
     momentum: float = 0.9  # SGD momentum
     weight_decay: float = 5e-4  # L2 on every parameter
     batch_size: int = 128  # mini-batch
+    dataset: str = "cifar10"  # VGG ± BN and the lr sweep: the paper's CIFAR-100 at paper scale (dlr.md §4.4–4.5)
+    shuffle_dataset: str = "cifar10"  # the true / shuffled pair: CIFAR-10 in the paper too (dlr.md §4.5)
+    precision: str = "fp32"  # TrainConfig.precision of the CIFAR runs: bf16 autocast at paper scale, fp32 here
 
     def validate(self) -> None:
+        check_choice("precision", self.precision, PRECISIONS)
+        for name in ("dataset", "shuffle_dataset"):
+            check_choice(name, getattr(self, name), tuple(N_CLASSES))
         for name in ("n_train", "n_test", "shuffle_n"):
             if getattr(self, name) is not None:
                 check_range(name, getattr(self, name), 1, None, integer=True)
@@ -155,6 +175,7 @@ class RichnessPreset(Config):
     grok: GrokPreset
     alpha: AlphaPreset
     vision: VisionPreset
+    full_data: bool = False  # refuse to start unless MNIST and the CIFARs are complete (paper scale)
 
     def validate(self) -> None:
         check_range("seeds", self.seeds, 1, None, integer=True)
@@ -195,11 +216,16 @@ PRESETS = {
     "paper": RichnessPreset(
         seeds=3, n_logs=20,
         shortcut=ShortcutPreset(n_train=60000, n_test=10000, hidden=(512, 512), steps=10000, probe=5000),
-        grok=GrokPreset(p=97, steps=10000, n_logs=100),
+        # NSDL's Transformer at NSDL's settings (η = 1e-3, batch 512, λ = 1 on every parameter, 50 % split), probed
+        # every 100 steps as dlr.md §4.3 asks; the paper's own model is a 2-layer Transformer [unknown details]
+        grok=GrokPreset(p=97, steps=10000, n_logs=100, train_frac=0.5, lr=1e-3, model="transformer",
+                        batch_size=512, decay="all"),
         alpha=AlphaPreset(alphas=(0.25, 1.0, 4.0, 16.0, 64.0), n_train=10000, hidden=(512, 512), steps=5000,
                           probe=5000),
         vision=VisionPreset(n_train=None, n_test=None, image_size=32, width=1.0, epochs=100, probe=5000,
-                            shuffle_n=None, shuffle_epochs=200, lrs=(0.005, 0.05, 0.2))),
+                            shuffle_n=None, shuffle_epochs=200, lrs=(0.005, 0.05, 0.2), dataset="cifar100",
+                            precision="bf16"),
+        full_data=True),
 }
 
 
@@ -218,9 +244,14 @@ class Experiment:
     eigen_k: int = 0  # eigen-directions the probe keeps (0 = none)
 
 
-def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str = "cifar10",
-                data_root: str | None = None) -> dict[str, Experiment]:
-    """The chapter's six experiments at this scale, every one over seeds first_seed .. first_seed + seeds − 1."""
+def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | None = None,
+                data_root: str | None = None, check_data: bool = True) -> dict[str, Experiment]:
+    """The chapter's six experiments at this scale, every one over seeds first_seed .. first_seed + seeds − 1.
+    dataset: the CIFAR of VGG ± BN and the lr sweep (default: the preset's; the shuffled-label pair always reads
+    `VisionPreset.shuffle_dataset`, CIFAR-10 as in the paper). check_data: refuse now (`nhtlib.plan.check_tasks`)
+    when a data set is missing, or not complete where the preset asks for the full data (the planner passes False:
+    it reports instead)."""
+    dataset = dataset or preset.vision.dataset
     if dataset not in N_CLASSES:
         raise ConfigError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, N_CLASSES))}")
     seeds = range(first_seed, first_seed + preset.seeds)
@@ -232,10 +263,9 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str = "
         shortcut += grid(RunConfig(mnist, model_config("feature_mlp", hidden=s.hidden, trainable=trainable),
                                    TrainConfig(optimizer="adamw", lr=lr, steps=s.steps, batch_size=s.batch_size,
                                                n_logs=preset.n_logs)), seeds=seeds)
-    grok = grid(RunConfig(ModularTask(p=g.p, op="+", train_frac=g.train_frac),
-                          model_config("modular_mlp_stacked", d_embed=g.d_embed, hidden=g.hidden),
-                          TrainConfig(optimizer="adamw", lr=g.lr, weight_decay=g.weight_decay, decay="matrices",
-                                      steps=g.steps, n_logs=g.n_logs)), seeds=seeds)
+    grok = grid(RunConfig(ModularTask(p=g.p, op="+", train_frac=g.train_frac), g.model_config(),
+                          TrainConfig(optimizer="adamw", lr=g.lr, weight_decay=g.weight_decay, decay=g.decay,
+                                      batch_size=g.batch_size, steps=g.steps, n_logs=g.n_logs)), seeds=seeds)
     plain = MNISTTask(n_train=a.n_train, n_test=a.n_test, data_root=data_root)
     alpha = []
     for scale in a.alphas:
@@ -245,35 +275,38 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str = "
                       seeds=seeds)
     cifar = CIFARTask(dataset=dataset, n_train=v.n_train, n_test=v.n_test, image_size=v.image_size,
                       data_root=data_root)
-    n_images = v.n_train or len(cifar.build(0).splits["train"].y)
-    n_small = v.shuffle_n or n_images
+    n_images = layout(cifar).n_train  # all of the training split when n_train is None
+    n_small = v.shuffle_n or layout(cifar.replace(dataset=v.shuffle_dataset)).n_train
     resnet = model_config("resnet18", norm="batch", width=v.width)
     batchnorm = []
     for bn in (False, True):
         batchnorm += grid(RunConfig(cifar, model_config("vgg16", batchnorm=bn, width=v.width),
                                     _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds)
     lrs = grid(RunConfig(cifar, resnet, _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds, lrs=v.lrs)
-    small = cifar.replace(n_train=v.shuffle_n)
+    small = cifar.replace(dataset=v.shuffle_dataset, n_train=v.shuffle_n)
     shuffle = [RunConfig(small.replace(shuffle_labels=shuffled), resnet,
                          _sgd(v, v.lr, v.shuffle_epochs, n_small, preset.n_logs), seed=seed)
                for shuffled in (False, True) for seed in seeds]
     chance_images = 1.0 / N_CLASSES[dataset]
-    return {
+    out = {
         "shortcut": Experiment("shortcut", "shortcut MNIST", tuple(shortcut), s.probe, 0.1, "Shortcut MNIST",
                                s.eigen_k),
         "grokking": Experiment("grokking", "grokking", tuple(grok), 10 ** 6, 1.0 / g.p, f"(a + b) mod {g.p}"),
         "alpha": Experiment("alpha", "alpha sweep", tuple(alpha), a.probe, 0.1, "MNIST"),
         "batchnorm": Experiment("batchnorm", "VGG-16 ± BN", tuple(batchnorm), v.probe, chance_images, dataset),
         "lr": Experiment("lr", "ResNet18 lr", tuple(lrs), v.probe, chance_images, dataset),
-        "shuffle": Experiment("shuffle", "ResNet18 shuffled labels", tuple(shuffle), v.probe, chance_images,
-                              f"{dataset} ({n_small} images)"),
+        "shuffle": Experiment("shuffle", "ResNet18 shuffled labels", tuple(shuffle), v.probe,
+                              1.0 / N_CLASSES[v.shuffle_dataset], f"{v.shuffle_dataset} ({n_small} images)"),
     }
+    if check_data:
+        plan.check_tasks([c.task for e in out.values() for c in e.configs], full=preset.full_data)
+    return out
 
 
 def _sgd(v: VisionPreset, lr: float, epochs: int, n_images: int, n_logs: int) -> TrainConfig:
     return TrainConfig(optimizer="sgd", lr=lr, momentum=v.momentum, weight_decay=v.weight_decay, lr_schedule="cosine",
                        batch_size=v.batch_size, sampling="epoch", steps=max(1, epochs * n_images // v.batch_size),
-                       n_logs=n_logs)
+                       n_logs=n_logs, precision=v.precision)
 
 
 ARMS = {  # readable labels of each experiment's arms (column -> {value: label}), added by `run`
@@ -283,13 +316,26 @@ ARMS = {  # readable labels of each experiment's arms (column -> {value: label})
 }
 
 
+def sweep(experiment: Experiment) -> Sweep:
+    """The experiment as a `Sweep`: its members, probed by `richness_probe` at every log step."""
+    return Sweep(experiment.desc, experiment.configs, extra_metrics=richness_probe(experiment.probe,
+                                                                                  eigen_k=experiment.eigen_k),
+                 extra_metrics_key=f"richness_probe(n_probe={experiment.probe}, eigen_k={experiment.eigen_k})",
+                 probe_examples=experiment.probe)
+
+
+def sweeps(preset: RichnessPreset, data_root: str | None = None, first_seed: int = 0, *,
+           dataset: str | None = None) -> list[Sweep]:
+    """The chapter's six experiments as sweeps (what the compute planner plans); dataset: the vision experiments'
+    CIFAR (default: the preset's)."""
+    declared = experiments(preset, first_seed=first_seed, dataset=dataset, data_root=data_root, check_data=False)
+    return [sweep(e) for e in declared.values()]
+
+
 def run(experiment: Experiment, *, device: str = "auto", progress: bool = True) -> pd.DataFrame:
     """Train (or read back from the run cache) every member of `experiment`, probed at every log step; the run table
     with `experiment`, `chance` and `dataset` columns, `alpha` for the output scale and the arm labels of `ARMS`."""
-    probe = richness_probe(experiment.probe, eigen_k=experiment.eigen_k)
-    table = run_members(list(experiment.configs), device=device, progress=progress, desc=experiment.desc,
-                        extra_metrics=probe,
-                        extra_metrics_key=f"richness_probe(n_probe={experiment.probe}, eigen_k={experiment.eigen_k})")
+    table = sweep(experiment).run(device=device, progress=progress)
     table = table.rename(columns={"output_scale": "alpha"})
     table.insert(0, "experiment", experiment.name)
     table["chance"], table["dataset"] = experiment.chance, experiment.dataset
@@ -437,8 +483,10 @@ def scale_note(preset: RichnessPreset, dataset: str) -> str:
     shuffled = "all" if v.shuffle_n is None else f"{v.shuffle_n:,}"
     alphas = ", ".join(f"{x:g}" for x in a.alphas)
     return (f"At this scale: Shortcut MNIST on {s.n_train:,} training images with an MLP of widths "
-            f"{'–'.join(map(str, s.hidden))} ({s.steps:,} steps); grokking at p = {g.p} ({g.steps:,} steps), the "
-            f"book's MLP, not the paper's Transformer at 97; the α sweep over α ∈ {{{alphas}}} "
+            f"{'–'.join(map(str, s.hidden))} ({s.steps:,} steps); grokking at p = {g.p} ({g.steps:,} steps), "
+            + ("NSDL's 1-layer Transformer (the paper's is a 2-layer one)" if g.model == "transformer" else
+               "the book's MLP, not the paper's Transformer at 97")
+            + f"; the α sweep over α ∈ {{{alphas}}} "
             f"on {a.n_train:,} MNIST images; VGG-16 and ResNet18 at width × {v.width:g} on {v.image_size} × "
             f"{v.image_size} {dataset} images ({images} training images, {_plural(v.epochs, 'epoch')}; the shuffled "
             f"pair {shuffled} images, {_plural(v.shuffle_epochs, 'epoch')}); **{_plural(preset.seeds, 'seed')}** "

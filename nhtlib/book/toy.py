@@ -2,7 +2,7 @@
 ReLU MLP whose output layer starts `alpha` times larger than PyTorch's default, trained by AdamW with decoupled
 weight decay. The lazy (shortcut) interpolant is reached first; decay drags the network to the XOR rule.
 
-What the notebook uses: `PRESETS` (one `ToyPreset` per scale), `configs` (the grid), `analyse` (the run table ->
+What the notebook uses: `PRESETS` (one `ToyPreset` per scale), `configs` (the grid; `sweeps` names it for the planner), `analyse` (the run table ->
 one summary row per run, with the delay-law and separation columns), `CLAIMS` and `judge` (the verdicts), and
 `narrative_numbers` (the measured numbers the chapter's prose quotes).
 """
@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from .. import delay_law, predictions, regimes, separation
-from ..config import Config, ConfigError, TrainConfig, check_range
+from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.toy import SparseParityTask
 from ..metrics.generalisation import memorisation_score
 from ..models import config as model_config
-from ..sweep import RunConfig, grid
+from ..sweep import RunConfig, Sweep, grid
 from ..verdicts import AllOf, AtLeast, ClaimSpec, ClaimResult, Estimate, Within, interval
 
 CHAPTER = "01_toy_norm_hierarchy"
@@ -41,6 +41,7 @@ class ToyPreset(Config):
     n_train: int = 300  # few training points: a lazy interpolant exists and is reached within ~100 steps
     n_test: int = 1000  # fresh points: the rule scores ~1, the lookup table ~0.5
     hidden: int = 64  # hidden units; 4 suffice for the XOR rule
+    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: a 64-unit MLP is launch-bound on a GPU
 
     def validate(self) -> None:
         check_range("steps", self.steps, 1, None, integer=True)
@@ -51,6 +52,7 @@ class ToyPreset(Config):
             if not values or any(v <= 0 for v in values) or list(values) != sorted(set(values)):
                 raise ConfigError(f"{name}={values!r} must be positive, distinct and increasing")
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+        check_choice("precision", self.precision, PRECISIONS)
 
 
 PRESETS = {
@@ -69,9 +71,15 @@ def configs(preset: ToyPreset, first_seed: int = 0) -> list[RunConfig]:
     base = RunConfig(
         task=SparseParityTask(n_bits=preset.n_bits, relevant_bits=2, n_train=preset.n_train, n_test=preset.n_test),
         model=model_config("mlp", hidden=(preset.hidden,), activation="relu"),
-        train=TrainConfig(optimizer="adamw", lr=preset.lr, steps=preset.steps, n_logs=preset.n_logs))
+        train=TrainConfig(optimizer="adamw", lr=preset.lr, steps=preset.steps, n_logs=preset.n_logs,
+                          precision=preset.precision))
     return grid(base, seeds=range(first_seed, first_seed + preset.seeds), weight_decays=preset.weight_decays,
                 output_init_scale=preset.output_scales)
+
+
+def sweeps(preset: ToyPreset, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    """The chapter's one sweep (what the compute planner plans; data_root is unused: the data are generated)."""
+    return [Sweep("toy grid", tuple(configs(preset, first_seed)))]
 
 
 def analyse(runs: pd.DataFrame, preset: ToyPreset, *, transition_threshold: float,

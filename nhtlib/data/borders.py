@@ -13,8 +13,10 @@ image is standardised with the CIFAR channel mean/std). Three test splits:
   `shortcut_per_class` copies give exactly the accuracy of one; more copies only cost evaluation time.
 
 The border draw (which colour each image gets) depends on the run's seed, so every seed has its own training set;
-the test images themselves, the clean and the shortcut splits do not. Deterministic by seed; vectorised torch ops
-on whatever device the images are on.
+the test images themselves, the clean and the shortcut splits do not. Deterministic by seed. The splits hold the
+uint8 images and each image's border colour (a palette index, `Split.border`); the border is drawn when a batch is
+decoded (`nhtlib.data.codec`), on whatever device the batch is on, so the seeds of a batch share one copy of the
+images and only their colour indices differ (`nhtlib.data.stack_members`).
 """
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 import torch
 
 from ..config import check_choice, check_range, not_identity
-from . import Dataset, Split, TaskConfig
+from . import Dataset, ImageCodec, Split, TaskConfig
 from .cifar import MEAN, STD, CIFARTask
+from .codec import border_mask, draw_border  # noqa: F401  (their home was this module; kept importable from here)
 
 # matplotlib's "tab10" colours (RGB in [0, 1]) with its gray (index 7) replaced by black, since a gray border would
 # be invisible on the shortcut split's gray images; class c gets PALETTE[c]
@@ -34,19 +37,6 @@ PALETTE = torch.tensor([
     (0.737, 0.741, 0.133), (0.090, 0.745, 0.812)])
 GRAY = 0.5
 BORDER_SEED_OFFSET = 104_729  # the border draw of seed s uses generator seed s + offset (apart from init/data order)
-
-
-def border_mask(size: int, width: int, device=None) -> torch.Tensor:
-    """(size, size) bool mask of the frame of `width` pixels along the four edges."""
-    idx = torch.arange(size, device=device)
-    edge = (idx < width) | (idx >= size - width)
-    return edge[:, None] | edge[None, :]
-
-
-def draw_border(images: torch.Tensor, colours: torch.Tensor, width: int) -> torch.Tensor:
-    """images (N, 3, H, W) in [0, 1], colours (N, 3) -> a copy with the frame pixels set to each image's colour."""
-    mask = border_mask(images.shape[-1], width, images.device)
-    return torch.where(mask, colours[:, :, None, None].to(images.dtype), images)
 
 
 def border_classes(labels: torch.Tensor, rho: float, n_classes: int, generator: torch.Generator) -> torch.Tensor:
@@ -67,24 +57,28 @@ def standardise(images: torch.Tensor, mean, std, inverse: bool = False) -> torch
 
 def border_splits(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor, *,
                   rho: float, width: int, n_classes: int, seed: int, shortcut_per_class: int = 1,
-                  palette: torch.Tensor = PALETTE, mean=MEAN["cifar10"], std=STD["cifar10"]) -> dict[str, Split]:
-    """The four splits (train, coloured, clean, shortcut) from images in [0, 1] (N, 3, H, W) and labels."""
+                  palette: torch.Tensor = PALETTE, mean=MEAN["cifar10"], std=STD["cifar10"],
+                  image_size: int | None = None) -> dict[str, Split]:
+    """The four splits (train, coloured, clean, shortcut) from images (N, 3, H, W), uint8 or in [0, 1], and labels.
+
+    The splits keep the images as given (``coloured`` and ``clean`` the same test tensor) with one `ImageCodec`:
+    area down-sampling to image_size (None: as given), the border of palette index `Split.border` drawn on the
+    [0, 1] image, then standardisation, done when a batch is decoded. The shortcut split's gray images are float
+    (N, 3, S, S) at the decoded side S (0.5 is no uint8 value).
+    """
     g = torch.Generator().manual_seed(int(seed) + BORDER_SEED_OFFSET)
-    palette = palette.to(train_x.device)
     train_b = border_classes(train_y, rho, n_classes, g).to(train_x.device)
     test_b = border_classes(test_y, rho, n_classes, g).to(test_x.device)
-    size = train_x.shape[-1]
+    size = image_size or train_x.shape[-1]
+    codec = ImageCodec(mean, std, image_size=size, palette=palette.to(train_x.device), border_width=width)
     gray_y = torch.arange(n_classes).repeat_interleave(shortcut_per_class).to(train_x.device)
-    gray = torch.full((len(gray_y), 3, size, size), GRAY, dtype=train_x.dtype, device=train_x.device)
-
-    def norm(x: torch.Tensor) -> torch.Tensor:
-        return standardise(x, mean, std)
-
+    gray_dtype = train_x.dtype if train_x.is_floating_point() else torch.float32
+    gray = torch.full((len(gray_y), 3, size, size), GRAY, dtype=gray_dtype, device=train_x.device)
     return {
-        "train": Split(norm(draw_border(train_x, palette[train_b], width)), train_y),
-        "coloured": Split(norm(draw_border(test_x, palette[test_b], width)), test_y),
-        "clean": Split(norm(test_x), test_y),
-        "shortcut": Split(norm(draw_border(gray, palette[gray_y], width)), gray_y),
+        "train": Split(train_x, train_y, codec=codec, border=train_b),
+        "coloured": Split(test_x, test_y, codec=codec, border=test_b),
+        "clean": Split(test_x, test_y, codec=codec),
+        "shortcut": Split(gray, gray_y, codec=codec, border=gray_y),
     }
 
 
@@ -127,13 +121,13 @@ class BorderCIFARTask(TaskConfig):
         return self.image_task().data_fingerprint()
 
     def build(self, seed: int) -> Dataset:
+        """The Dataset: the image task's uint8 images, shared by every seed, and this seed's border colours (a
+        palette index per image), drawn when a batch is decoded (`border_splits`)."""
         images = self.image_task().build(seed)
-        mean, std = MEAN[self.dataset], STD[self.dataset]
-        raw = {name: (standardise(images.splits[name].x, mean, std, inverse=True), images.splits[name].y)
-               for name in ("train", "test")}  # back to [0, 1]: borders are drawn before standardisation
-        splits = border_splits(*raw["train"], *raw["test"], rho=self.rho, width=self.border_width,
+        train, test = images.splits["train"], images.splits["test"]
+        splits = border_splits(train.x, train.y, test.x, test.y, rho=self.rho, width=self.border_width,
                                n_classes=images.n_classes, seed=seed, shortcut_per_class=self.shortcut_per_class,
-                               mean=mean, std=std)
+                               mean=MEAN[self.dataset], std=STD[self.dataset], image_size=self.image_size)
         return Dataset(splits, n_classes=images.n_classes, meta={"chance": 1.0 / images.n_classes,
                                                                  "dataset": self.dataset, "rho": self.rho,
                                                                  "palette": PALETTE.tolist(), "gray": GRAY,

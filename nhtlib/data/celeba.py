@@ -51,8 +51,7 @@ import torch
 from ..config import ConfigError, check_choice, check_range, not_identity
 from .groups import count_groups, group_split_name
 from ..paths import data_root as resolve_data_root
-from . import Dataset, TaskConfig
-from .cifar import to_float
+from . import Dataset, ImageCodec, TaskConfig
 from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
 from .grouped import grouped_dataset, small_groups_text, stratified_subset
 
@@ -282,8 +281,10 @@ class CelebATask(TaskConfig):
             train_idx = train_idx[stratified_subset(2 * y[train_idx] + a[train_idx], self.n_train, self.split_seed)]
         x = data["x"]
 
-        def floats(idx: np.ndarray) -> torch.Tensor:
-            return to_float(x[torch.from_numpy(idx)], self.image_size, MEAN, STD)
+        def images(idx: np.ndarray) -> torch.Tensor:
+            # the uint8 images resized at load (Pillow's box filter, at image_size): the codec only divides by 255
+            # and standardises them, the very steps of the float tensors built here before (`to_float`)
+            return x[torch.from_numpy(idx)]
 
         n_ids = len(np.unique(data["identity"])) if data["identity"] is not None else None
         test_groups = {group_split_name("test", yy, aa): n
@@ -295,6 +296,7 @@ class CelebATask(TaskConfig):
                 + (f" ({n_ids} identities)" if n_ids is not None else "")
                 + f"; y = {self.target}, a = {self.spurious}; {split_text}: train {len(train_idx):,} / "
                 f"test {len(test_idx):,} images; {small_groups_text(test_groups)}.")
-        return grouped_dataset(floats(train_idx), y[train_idx], a[train_idx], floats(test_idx), y[test_idx],
+        return grouped_dataset(images(train_idx), y[train_idx], a[train_idx], images(test_idx), y[test_idx],
                                a[test_idx], eval_split="test", target=self.target, spurious=self.spurious,
-                               note=note, n_images=len(y), n_identities=n_ids, split=self.split, data=data["data"])
+                               note=note, codec=ImageCodec(MEAN, STD, image_size=self.image_size),
+                               n_images=len(y), n_identities=n_ids, split=self.split, data=data["data"])

@@ -27,7 +27,8 @@ content fingerprint of the files read (`files.cached_decode`), so an overwritten
 
 `CIFARTask` turns them into a Dataset: a class-balanced subset whose every prefix is class-balanced too
 (`balanced_subset`), optional down-sampling (e.g. 16 x 16 for CPU runs), per-channel standardisation, optional label
-shuffling. No augmentation. Asking for more images per class than the data hold is an error, not a smaller set.
+shuffling. No augmentation. The images stay uint8 (N, 3, 32, 32) in the Dataset; down-sampling and standardisation
+are done batch by batch on the device (`CIFARTask.codec`). Asking for more images per class than the data hold is an error, not a smaller set.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ import torch
 
 from ..config import check_choice, check_range, not_identity
 from ..paths import data_root as resolve_data_root
-from . import Dataset, Split, TaskConfig
+from . import Dataset, ImageCodec, Split, TaskConfig
 from .files import cached_decode  # noqa: F401  (its home was this module; kept importable from here)
 from .files import (Arrays, DataFileError, describe, file_digests, fingerprint, read_image, reading,
                     require_files, resample)
@@ -329,7 +330,8 @@ def balanced_subset(y: torch.Tensor, n: int, n_classes: int) -> torch.Tensor:
 
 
 def to_float(x: torch.Tensor, image_size: int, mean, std) -> torch.Tensor:
-    """uint8 (N, C, H, W) -> standardised float32, area-downsampled to image_size."""
+    """uint8 (N, C, H, W) -> standardised float32, area-downsampled to image_size (all at once; the tasks decode
+    batch by batch with the same steps, `nhtlib.data.codec.ImageCodec`)."""
     out = x.float() / 255.0
     if image_size != out.shape[-1]:
         out = torch.nn.functional.interpolate(out, size=(image_size, image_size), mode="area")
@@ -381,15 +383,21 @@ class CIFARTask(TaskConfig):
                              f"put the full {self.dataset} data set there (pass data_root).")
         return class_interleaved_order(y, c)[:n]
 
+    def codec(self) -> ImageCodec:
+        """How the stored uint8 images become model inputs: /255, area down-sampling, standardisation (`to_float`)."""
+        return ImageCodec(MEAN[self.dataset], STD[self.dataset], image_size=self.image_size)
+
     def build(self, seed: int) -> Dataset:
+        """The Dataset: uint8 images (N, 3, 32, 32) with `codec`, decoded batch by batch (`Split.take`)."""
         c = N_CLASSES[self.dataset]
         arrays, info = load_cifar_checked(self.dataset, self.data_root, self._per_class())
+        codec = self.codec()
         splits = {}
         for split, n, field in (("train", self.n_train, "n_train"), ("test", self.n_test, "n_test")):
             x, y = arrays[split]
             idx = self._subset(y, n, field, split, info)
-            x, y = to_float(x[idx], self.image_size, MEAN[self.dataset], STD[self.dataset]), y[idx]
+            x, y = x[idx], y[idx]  # stored as uint8 (N, 3, 32, 32); `codec` decodes batches like `to_float`
             if split == "train" and self.shuffle_labels:
                 y = torch.randint(0, c, y.shape, generator=torch.Generator().manual_seed(self.shuffle_seed))
-            splits[split] = Split(x, y)
+            splits[split] = Split(x, y, codec=codec)
         return Dataset(splits, n_classes=c, meta={"chance": 1.0 / c, "dataset": self.dataset, "data": info})

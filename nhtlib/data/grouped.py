@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .groups import count_groups, group_split_name, majority_pairing
-from . import Dataset, Split
+from . import Dataset, ImageCodec, Split
 
 SMALL_GROUP = 30  # test groups with fewer images give accuracies too noisy to compare (binomial sd > 9 points)
 
@@ -30,16 +30,17 @@ def stratified_subset(groups, n: int, seed: int = 0) -> np.ndarray:
 
 
 def grouped_dataset(train_x: torch.Tensor, train_y, train_a, eval_x: torch.Tensor, eval_y, eval_a, *,
-                    eval_split: str = "test", target: str, spurious: str, note: str, **meta) -> Dataset:
-    """The grouped Dataset of nhtlib.data.groups from float images and 0/1 labels (shared with waterbirds).
+                    eval_split: str = "test", target: str, spurious: str, note: str,
+                    codec: ImageCodec | None = None, **meta) -> Dataset:
+    """The grouped Dataset of nhtlib.data.groups from images and 0/1 labels (shared with waterbirds).
 
-    train_x / eval_x: float32 (N, 3, S, S), already standardised; train_y / eval_y: target, train_a / eval_a:
-    spurious attribute (0/1 arrays).
+    train_x / eval_x: float32 (N, 3, S, S), already standardised, or with `codec` stored images (uint8) that the
+    codec decodes batch by batch; train_y / eval_y: target, train_a / eval_a: spurious attribute (0/1 arrays).
     Splits: "train" (y only) and one split f"{eval_split}_y{y}a{a}" per non-empty evaluation group; empty groups
     are listed in meta["omitted_groups"]. Extra keyword arguments go into meta."""
     train_y, train_a = np.asarray(train_y, np.int64), np.asarray(train_a, np.int64)
     eval_y, eval_a = np.asarray(eval_y, np.int64), np.asarray(eval_a, np.int64)
-    splits = {"train": Split(train_x, torch.from_numpy(train_y))}
+    splits = {"train": Split(train_x, torch.from_numpy(train_y), codec=codec)}
     groups, omitted = {}, []
     for (y, a), n in count_groups(eval_y, eval_a).items():
         name = group_split_name(eval_split, y, a)
@@ -47,7 +48,7 @@ def grouped_dataset(train_x: torch.Tensor, train_y, train_a, eval_x: torch.Tenso
             omitted.append(name)
             continue
         idx = torch.from_numpy(np.flatnonzero((eval_y == y) & (eval_a == a)))
-        splits[name] = Split(eval_x[idx], torch.full((n,), y, dtype=torch.int64))
+        splits[name] = Split(eval_x[idx], torch.full((n,), y, dtype=torch.int64), codec=codec)
         groups[name] = n
     train_groups = {f"y{y}a{a}": n for (y, a), n in count_groups(train_y, train_a).items()}
     return Dataset(splits, n_classes=2, meta={

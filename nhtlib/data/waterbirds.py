@@ -63,7 +63,7 @@ import torch.nn.functional as F
 from ..config import ConfigError, check_choice, check_range, not_identity
 from .groups import count_groups
 from ..paths import data_root as resolve_data_root
-from . import Dataset, TaskConfig
+from . import Dataset, ImageCodec, TaskConfig
 from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
 from .grouped import grouped_dataset, stratified_subset
 
@@ -376,9 +376,12 @@ class WaterbirdsTask(TaskConfig):
             train_idx = np.flatnonzero(data["split"] == 0)
             eval_idx = np.flatnonzero(data["split"] == EVAL_SPLITS[self.eval_split])
             x = data["x"]
+            # the uint8 images resized and cropped at load: the codec divides by 255 and standardises batch by
+            # batch, the very steps of the float tensors built here before (`_standardise`)
+            codec = ImageCodec(MEAN, STD, image_size=self.image_size)
 
-            def floats(idx):
-                return _standardise(x[torch.from_numpy(idx)].float() / 255.0)
+            def stored(idx):
+                return x[torch.from_numpy(idx)]
 
             note = (f"Waterbirds (Sagawa et al. 2020) from {data['folder'].name}/: {len(y):,} images; train "
                     f"{len(train_idx):,}, {self.eval_split} {len(eval_idx):,}; a = place (1 water).")
@@ -388,8 +391,12 @@ class WaterbirdsTask(TaskConfig):
             y, a = data["y"], data["a"]
             train_idx, eval_idx = np.flatnonzero(data["train"]), np.flatnonzero(~data["train"])
             x = data["x"]
+            # left in float: the stand-in is composited in float at image_size (resized birds pasted on resized
+            # backgrounds, clamped), so uint8 storage would round its pixels (up to 1/510) and change the data a
+            # cached run was trained on while its identity stays the same
+            codec = None
 
-            def floats(idx):
+            def stored(idx):
                 return _standardise(x[torch.from_numpy(idx)])
 
             tg = count_groups(y[train_idx], a[train_idx])
@@ -407,6 +414,7 @@ class WaterbirdsTask(TaskConfig):
                 raise ValueError(f"n_train={self.n_train} but the training split has only {len(train_idx)} images")
             train_idx = train_idx[stratified_subset(2 * y[train_idx] + a[train_idx], self.n_train,
                                                     self.construction_seed)]
-        return grouped_dataset(floats(train_idx), y[train_idx], a[train_idx], floats(eval_idx), y[eval_idx],
+        return grouped_dataset(stored(train_idx), y[train_idx], a[train_idx], stored(eval_idx), y[eval_idx],
                                a[eval_idx], eval_split=self.eval_split, target="waterbird",
-                               spurious="water background", note=note, source=self.source, data=data["data"])
+                               spurious="water background", note=note, codec=codec, source=self.source,
+                               data=data["data"])

@@ -125,9 +125,8 @@ def richness_probe(n_probe: int = 1000, *, split: str = "train", eigen_k: int = 
     rho_rel:k, pi_star:k, pi_hat:k, u:k for k <= eigen_k."""
 
     def metrics(model: nn.Module, data) -> dict[str, torch.Tensor]:
-        part = data.splits[split]
-        x = part.x[:, :n_probe] if part.per_member else part.x[:n_probe]
-        y = part.y[:, :n_probe] if part.per_member else part.y[:n_probe]
+        part = data.splits[split].head(n_probe)
+        x, y = part.inputs(), part.y  # decoded model inputs (n, ...) or, per member, (K, n, ...)
         kw = dict(batch_size=batch_size, per_member=part.per_member)
         phi, f = extract(model, x, head=head, **kw)
         phi0 = extract(model, x, initial=True, **kw)[0] if hasattr(model, "member_tensors") else None

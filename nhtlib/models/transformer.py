@@ -79,6 +79,19 @@ class BatchedModularTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (K, B, 2) long -> logits (K, B, p)."""
+        return _linear(self.features(x), self.head.weight, self.head.bias)
+
+    def features_and_outputs(self, x: torch.Tensor, initial: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The penultimate features Phi (K, B, d) (the residual stream at the last position after the final
+        LayerNorm, the head's input) and the logits (K, B, p): what the richness probe reads. The initial
+        parameters are not kept (initial=True raises ValueError)."""
+        if initial:
+            raise ValueError("the modular Transformer does not keep its initial parameters")
+        phi = self.features(x)
+        return phi, _linear(phi, self.head.weight, self.head.bias)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """x (K, B, 2) long -> the final LayerNorm's output at the last position (K, B, d)."""
         k, b, t = x.shape
         emb, att, ffn, nrm = self.embedding, self.attention, self.ffn, self.norms
         d = emb.token.shape[-1]
@@ -94,8 +107,7 @@ class BatchedModularTransformer(nn.Module):
         y = _layer_norm(last + _linear(attn, att.out_weight, att.out_bias), nrm.ln1_weight, nrm.ln1_bias, self.eps)
         ff = _linear(nn.functional.gelu(_linear(y, ffn.w1, ffn.b1)), ffn.w2, ffn.b2)
         y = _layer_norm(y + ff, nrm.ln2_weight, nrm.ln2_bias, self.eps)
-        y = _layer_norm(y, nrm.final_weight, nrm.final_bias, self.eps)
-        return _linear(y, self.head.weight, self.head.bias)
+        return _layer_norm(y, nrm.final_weight, nrm.final_bias, self.eps)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,563 @@
+"""The compute planner: what a chapter will cost, and whether it fits, before anything is trained.
+
+For every sweep of a chapter (``nhtlib.book.<chapter>.sweeps``) the planner groups the members as the run will
+(members that differ only in seed, λ and η train together, `RunConfig.batch_signature`), and for each group:
+
+* **FLOPs** — one real training step of the real model at the real input shape, counted by
+  `torch.utils.flop_counter.FlopCounterMode` on the CPU at batches of 2 and 4 examples and one member (a
+  part per step and a part per example), then scaled by the
+  batch size, the members and the steps (matmuls and convolutions: the convention of the FLOP counter); evaluation
+  is a forward pass over every evaluated example at every log step;
+* **memory** — the peak of one batched group: per member the parameters with their gradient, initial copy and
+  optimiser state, the activations a training step saves for its backward pass (measured with
+  `torch.autograd.graph.saved_tensors_hooks`), the largest activation of an evaluation batch, plus the data resident
+  on the device. The number of members per batched call and the evaluation batch size are chosen so that the group
+  fits the device (`fit`); a group of which one member does not fit is refused (`MemoryPlanError`), before training;
+* **time** — FLOPs ÷ an achieved rate plus a kernel-launch term: the rate `benchmarks/gpu_check.py` measured on the
+  device when a record exists under ``benchmarks/records/``, otherwise the device's dense peak × a stated efficiency,
+  labelled as an assumption. On this machine (``device="cpu"``) small groups are timed directly instead: a few steps
+  and two log steps of the real batched model on random inputs of the real shapes (nothing is stored);
+* **data** — the data sets the group reads, whether they are present and complete (`nhtlib.data.inventory`).
+
+A plan trains nothing and takes seconds.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from .config import ConfigError, TrainConfig
+from .data import Dataset, Split
+from .data.layout import DataLayout, layout
+from .paths import repo_root
+from .sweep import RunConfig, Sweep
+
+GB = 1e9
+PROBE_MEMBERS = 2  # members of the measured step: the batched code path (K = 1 may take a plain module call)
+PROBE_BATCHES = (2, 4)  # examples of the two measured steps (BatchNorm needs 2); cost = per step + per example × B
+CPU_RESERVE_BYTES = 1.5 * GB  # the Python process, torch and the notebook kernel before any tensor is made
+GPU_RESERVE_BYTES = 1.0 * GB  # the CUDA context and the caching allocator's slack
+MEMORY_SHARE = 0.85  # plan to use at most this share of what is free: fragmentation, temporaries of the optimiser
+OPTIMISER_COPIES = {"adamw": 5, "sgd": 4}  # fp32 copies per parameter: weights, gradient, θ₀, AdamW's m and v / momentum
+TIMED_EVAL_EXAMPLES = 512  # examples per member of the timed evaluation chunk (the cost per example is flat)
+LOCAL_TIMING_LIMIT_S = 3.0  # a group is timed here only when a few of its steps are estimated to take less
+
+
+class MemoryPlanError(MemoryError):
+    """A batched group does not fit the device even with one member per call (nothing was trained)."""
+
+
+# --------------------------------------------------------------------------------------------------- devices
+
+@dataclass(frozen=True)
+class Device:
+    """A device to plan for. peak_flops: dense FLOP/s per precision (from the vendor's data sheet, no sparsity);
+    efficiency: the share of the peak assumed to be achieved when no measured record exists; launch_s: seconds per
+    kernel launch (tiny models are launch-bound on a GPU); memory_bytes: what a run may use."""
+
+    name: str
+    kind: str  # "cuda" or "cpu"
+    memory_bytes: float
+    peak_flops: dict[str, float]
+    efficiency: float
+    launch_s: float
+
+
+# NVIDIA H200 SXM data sheet: 67 TFLOP/s fp32, 989 TFLOP/s tf32 and 1,979 TFLOP/s bf16 *with sparsity* (half dense)
+H200 = Device("NVIDIA H200 (141 GB)", "cuda", 141 * GB, {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12},
+              efficiency=0.25, launch_s=6e-6)
+DEVICES = {"h200": H200}
+
+
+def _available_ram() -> float:
+    """Bytes this process may still allocate: MemAvailable, or the address-space limit when one is set (prlimit)."""
+    available = float("inf")
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        available = min(available, float(soft))
+    return available if math.isfinite(available) else 8 * GB
+
+
+def matmul_rate(dtype: torch.dtype = torch.float32, n: int = 1024, repeats: int = 5) -> float:
+    """This machine's achieved FLOP/s of an n × n × n matmul (best of `repeats`)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def local_cpu() -> Device:
+    """This machine as a device: its free memory and its measured fp32 / bf16 matmul rates (efficiency 1: the CPU's
+    groups are timed directly when small, and the matmul rate is what the large ones get at best)."""
+    fp32 = matmul_rate(torch.float32)
+    return Device(f"this CPU ({os.cpu_count()} threads)", "cpu", _available_ram(),
+                  {"fp32": fp32, "tf32": fp32, "bf16": matmul_rate(torch.bfloat16)}, efficiency=1.0, launch_s=0.0)
+
+
+def device_spec(name: str) -> Device:
+    """'cpu' (this machine), or a named device of `DEVICES` (e.g. 'h200')."""
+    if name == "cpu":
+        return local_cpu()
+    if name not in DEVICES:
+        raise ConfigError(f"device={name!r} is unknown to the planner; choose 'cpu' or one of {', '.join(DEVICES)}")
+    return DEVICES[name]
+
+
+def records_dir() -> Path | None:
+    root = repo_root()
+    return None if root is None else root / "benchmarks" / "records"
+
+
+def measured_rates(device: str, folder: Path | None = None) -> dict[str, dict[str, float]]:
+    """{workload: {precision: FLOP/s}} from the newest gpu_check record of `device` (empty when none exists)."""
+    folder = folder or records_dir()
+    if folder is None or not folder.is_dir():
+        return {}
+    records = sorted(folder.glob(f"gpu_check-{device}-[0-9]*.json"))  # the key exactly: "cpu" is not "cpu-tiny"
+    if not records:
+        return {}
+    return json.loads(records[-1].read_text()).get("rates", {})
+
+
+# ------------------------------------------------------------------------------------------------- step cost
+
+@dataclass(frozen=True)
+class StepCost:
+    """What one member's training step costs: a part per example and a part per step (measured at 1 and 2 examples,
+    one member: e.g. the grokking MLP projects its whole embedding table once per step, whatever the batch).
+
+    train_flops / forward_flops: FLOPs per example of forward + backward and of the forward pass alone;
+    train_fixed / forward_fixed: FLOPs per step (per evaluation chunk) that do not grow with the batch;
+    saved_bytes: activation bytes a training step keeps for its backward pass, per example; live_bytes: the largest
+    single activation of a forward pass, per example (what an evaluation batch holds at once, ×2 for in and out);
+    parameters: one member's parameter count; kernels: aten operations of one training step (launches on a GPU).
+    """
+
+    train_flops: float
+    forward_flops: float
+    saved_bytes: float
+    live_bytes: float
+    parameters: int
+    kernels: int
+    train_fixed: float = 0.0
+    forward_fixed: float = 0.0
+
+    def step_flops(self, batch: int) -> float:
+        """FLOPs of one member's training step at `batch` examples."""
+        return self.train_fixed + self.train_flops * batch
+
+    def forward_pass_flops(self, examples: int, chunk: int) -> float:
+        """FLOPs of one member's forward passes over `examples` in chunks of `chunk`."""
+        return self.forward_fixed * math.ceil(examples / max(1, chunk)) + self.forward_flops * examples
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def random_inputs(shape: DataLayout, n: int, k: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Random inputs of shape ``(k, n, *input_shape)``, of the layout's dtype (token ids below n_classes for int64 inputs)."""
+    if shape.input_dtype == "int64":
+        return torch.randint(0, shape.n_classes, (k, n, *shape.input_shape), generator=generator)
+    return torch.randn(k, n, *shape.input_shape, generator=generator)
+
+
+def _one_step(model: nn.Module, shape: DataLayout, batch: int) -> tuple[float, float, float, float, int]:
+    """(step FLOPs, forward FLOPs, saved bytes, largest activation bytes, aten ops) of one member at `batch`:
+    measured on the model's PROBE_MEMBERS members together (a batched implementation, e.g. grouped convolutions,
+    may count differently from one member alone), divided by their number (aten ops: not divided)."""
+    from .train import member_loss
+
+    x = random_inputs(shape, batch, PROBE_MEMBERS)
+    y = torch.randint(0, shape.n_classes, (PROBE_MEMBERS, batch))
+    live = [0]
+
+    def track(module, inputs, output):
+        if isinstance(output, torch.Tensor):
+            live[0] = max(live[0], output.numel() * output.element_size())
+
+    hooks = [m.register_forward_hook(track) for m in model.modules()]
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as forward:
+            model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    saved = [0]
+
+    def pack(t: torch.Tensor):
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    ops = _CountOps()
+    with FlopCounterMode(display=False) as step, ops:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = member_loss(model(x), y).sum()
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    m = PROBE_MEMBERS
+    return step.get_total_flops() / m, forward.get_total_flops() / m, saved[0] / m, live[0] / m, ops.count
+
+
+def measure_step(config: RunConfig, shape: DataLayout | None = None) -> StepCost:
+    """The `StepCost` of `config`'s model: one training step of one member on random inputs at 2 and at 4 examples
+    (CPU, fp32, PROBE_MEMBERS members); per example = the slope, per step = the intercept."""
+    shape = shape or layout(config.task)
+    model = config.model.build(shape.input_shape, shape.n_classes, [config.seed + i for i in range(PROBE_MEMBERS)])
+    small, large = PROBE_BATCHES
+    one, two = _one_step(model, shape, small), _one_step(model, shape, large)
+    per = [max(0.0, (b - a) / (large - small)) for a, b in zip(one[:4], two[:4])]
+    fixed = [max(0.0, a - p * small) for a, p in zip(one[:2], per[:2])]
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return StepCost(per[0], per[1], per[2], max(per[3], two[3] / large), params, two[4],
+                    train_fixed=fixed[0], forward_fixed=fixed[1])
+
+
+def direct_step_flops(config: RunConfig, k_members: int, batch: int) -> float:
+    """FLOPs of one training step of `k_members` members at `batch` examples, counted directly (for tests)."""
+    from .train import member_loss
+
+    shape = layout(config.task)
+    model = config.model.build(shape.input_shape, shape.n_classes, [config.seed + i for i in range(k_members)])
+    x = random_inputs(shape, batch, k_members)
+    y = torch.randint(0, shape.n_classes, (k_members, batch))
+    with FlopCounterMode(display=False) as counter:
+        member_loss(model(x), y).sum().backward()
+    return counter.get_total_flops()
+
+
+# ------------------------------------------------------------------------------------------------------ groups
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One batched group of a sweep: its members, cost, memory, chunking and estimated time (all members)."""
+
+    sweep: str
+    model: str
+    members: int
+    members_per_call: int
+    steps: int
+    logs: int
+    batch: int
+    precision: str
+    cost: StepCost
+    train_flops: float  # all members, all steps
+    eval_flops: float  # all members, all log steps (splits and the extra metrics' probe)
+    peak_bytes: float  # one batched call of members_per_call members
+    eval_batch_size: int
+    seconds: float
+    time_source: str  # "timed here", "measured rate (gpu_check record)" or "assumed: peak × efficiency"
+    data: str = ""
+
+    @property
+    def calls(self) -> int:
+        return math.ceil(self.members / self.members_per_call)
+
+
+def _batch(cfg: TrainConfig, shape: DataLayout) -> int:
+    return shape.n_train if cfg.batch_size is None else min(cfg.batch_size, shape.n_train) \
+        if cfg.sampling == "epoch" else cfg.batch_size
+
+
+def _evaluated(cfg: TrainConfig, shape: DataLayout, probe_examples: int) -> int:
+    """Examples one member forwards at one log step: the training split (or its evaluated prefix), the other
+    splits, and the extra metrics' probe."""
+    train = shape.n_train if cfg.train_eval_size is None else min(cfg.train_eval_size, shape.n_train)
+    return train + shape.n_eval + min(probe_examples, shape.n_train)
+
+
+def member_bytes(cost: StepCost, cfg: TrainConfig, batch: int, eval_batch: int) -> float:
+    """Bytes one member adds to a batched call: parameter copies, saved activations of a step, an evaluation
+    batch's largest activation (in and out)."""
+    copies = OPTIMISER_COPIES.get(cfg.optimizer, 5)
+    return 4 * cost.parameters * copies + cost.saved_bytes * batch + 2 * cost.live_bytes * eval_batch
+
+
+def fit(cost: StepCost, cfg: TrainConfig, shape: DataLayout, members: int, memory_bytes: float, *,
+        max_members: int = 256, reserve: float = CPU_RESERVE_BYTES) -> tuple[int, int, float]:
+    """(members per batched call, evaluation batch size, peak bytes of one call) that fit `memory_bytes`.
+
+    The evaluation batch is lowered first (down to 64 examples, in halvings), then the members per call. Raises
+    MemoryPlanError, saying how much is needed, when one member does not fit."""
+    budget = MEMORY_SHARE * memory_bytes - reserve
+    batch = _batch(cfg, shape)
+    eval_batch = cfg.eval_batch_size
+    want = min(members, max_members)
+    while True:
+        peak = shape.data_bytes(want) + want * member_bytes(cost, cfg, batch, eval_batch)
+        if peak <= budget or eval_batch <= 64:
+            break
+        eval_batch //= 2
+    shared = shape.data_bytes(0)
+    per_member = member_bytes(cost, cfg, batch, eval_batch) + shape.data_bytes(1) - shared
+    fits = int((budget - shared) // per_member) if budget > shared else 0
+    if fits < 1:
+        need = shared + per_member + reserve
+        raise MemoryPlanError(
+            f"one member needs {need / GB:.1f} GB ({shared / GB:.2f} GB of data, {per_member / GB:.2f} GB per member at "
+            f"batch {batch} and evaluation batch {eval_batch}); the device has {memory_bytes / GB:.1f} GB "
+            f"(planned use ≤ {MEMORY_SHARE:.0%} of it less {reserve / GB:.1f} GB). Use a smaller batch_size or "
+            "image size, or a device with more memory")
+    per_call = min(want, fits)
+    return per_call, eval_batch, shared + per_call * per_member
+
+
+def device_memory(device: str) -> tuple[float, float]:
+    """(bytes a run may use on `device`, bytes reserved for what is not planned): free CUDA memory, or this
+    machine's available RAM (its address-space limit when one is set)."""
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return float(free), GPU_RESERVE_BYTES
+    return _available_ram(), CPU_RESERVE_BYTES
+
+
+def fit_members(configs: Sequence[RunConfig], device: str, max_members: int = 256) -> tuple[int, int] | None:
+    """(members per batched call, evaluation batch size) for members that train together on `device`, from their
+    measured step cost and layout (`fit`); None when the task has no layout rule (the caller's defaults stand).
+    Raises MemoryPlanError when one member does not fit: the run refuses before training."""
+    first = configs[0]
+    try:
+        shape = layout(first.task)
+    except TypeError:
+        return None
+    memory, reserve = device_memory(device)
+    per_call, eval_batch, _ = fit(measure_step(first, shape), first.train, shape, len(configs), memory,
+                                  max_members=max_members, reserve=reserve)
+    return per_call, eval_batch
+
+
+def _fake_dataset(shape: DataLayout, k: int, n_train: int, n_eval: int) -> Dataset:
+    """Random data of the layout's shapes: a training split of n_train (per member when the seeds' data differ)
+    and one evaluation split of n_eval."""
+    g = torch.Generator().manual_seed(0)
+    lead = (k,) if shape.per_member_train else ()
+    x = random_inputs(shape, n_train, k if shape.per_member_train else 1, g)
+    x = x if shape.per_member_train else x[0]
+    y = torch.randint(0, shape.n_classes, (*lead, n_train), generator=g)
+    splits = {"train": Split(x, y, per_member=shape.per_member_train)}
+    if n_eval:
+        splits["test"] = Split(random_inputs(shape, n_eval, 1, g)[0], torch.randint(0, shape.n_classes, (n_eval,),
+                                                                                   generator=g))
+    return Dataset(splits, shape.n_classes, {"chance": 1.0 / shape.n_classes})
+
+
+def _timed(fn, min_s: float = 0.3, max_repeats: int = 10) -> float:
+    """Seconds per call of fn() after one warm-up call: repeated until min_s have passed (at most max_repeats)."""
+    fn()
+    t0, n = time.perf_counter(), 0
+    while n < max_repeats and (n == 0 or time.perf_counter() - t0 < min_s):
+        fn()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+
+def time_locally(configs: Sequence[RunConfig], shape: DataLayout, sweep: Sweep) -> tuple[float, float]:
+    """(seconds per training step, seconds per log step) of the batched members on this machine, timed on random
+    inputs of the real shapes: training steps of the real batched model and optimiser, one evaluation chunk (scaled
+    to every example a log step evaluates), and one call of the sweep's extra metrics. Nothing is stored."""
+    from .train import evaluate, make_optimizer, member_loss
+
+    cfg, k = configs[0].train, len(configs)
+    model = configs[0].model.build(shape.input_shape, shape.n_classes, [c.seed for c in configs])
+    optimizer = make_optimizer(model, cfg, torch.tensor([c.train.lr for c in configs], dtype=torch.float64),
+                               torch.tensor([c.train.weight_decay for c in configs], dtype=torch.float64))
+    batch = _batch(cfg, shape)
+    x, y = random_inputs(shape, batch, k), torch.randint(0, shape.n_classes, (k, batch))
+
+    def step():
+        optimizer.zero_grad()
+        member_loss(model(x), y).sum().backward()
+        optimizer.step(1.0)
+
+    per_step = _timed(step)
+    chunk = min(cfg.eval_batch_size, _evaluated(cfg, shape, 0), TIMED_EVAL_EXAMPLES)
+    model.eval()
+    per_chunk = _timed(lambda: evaluate(model, _fake_dataset(shape, k, chunk, 0).splits["train"], k, chunk),
+                       min_s=0.0, max_repeats=1)
+    per_log = per_chunk * _evaluated(cfg, shape, 0) / chunk
+    if sweep.extra_metrics is not None:
+        data = _fake_dataset(shape, k, max(1, min(sweep.probe_examples, shape.n_train)), 0)
+        per_log += _timed(lambda: sweep.extra_metrics(model, data), min_s=0.0, max_repeats=1)
+    return per_step, per_log
+
+
+def plan_group(sweep: Sweep, configs: Sequence[RunConfig], device: Device, *, max_members: int = 256,
+               rates: dict[str, dict[str, float]] | None = None, workload: str = "",
+               time_here: bool = True) -> GroupPlan:
+    """The `GroupPlan` of members that train together (equal batch signatures)."""
+    first = configs[0]
+    cfg, shape = first.train, layout(first.task)
+    cost = measure_step(first, shape)
+    precision = getattr(cfg, "precision", "fp32")
+    batch = _batch(cfg, shape)
+    logs = len(cfg.log_steps())
+    k = len(configs)
+    train_flops = cost.step_flops(batch) * cfg.steps * k
+    eval_flops = cost.forward_pass_flops(_evaluated(cfg, shape, sweep.probe_examples), cfg.eval_batch_size) * logs * k
+    reserve = CPU_RESERVE_BYTES if device.kind == "cpu" else GPU_RESERVE_BYTES
+    per_call, eval_batch, peak = fit(cost, cfg, shape, k, device.memory_bytes, max_members=max_members,
+                                     reserve=reserve)
+    calls = math.ceil(k / per_call)
+    rate = (rates or {}).get(workload, {}).get(precision)
+    source = "measured rate (gpu_check record)" if rate else f"assumed: peak × {device.efficiency:g}"
+    rate = rate or device.peak_flops[precision] * device.efficiency
+    seconds = (train_flops + eval_flops) / rate + calls * (cfg.steps + logs) * cost.kernels * device.launch_s
+    if device.kind == "cpu" and time_here and 3 * cost.step_flops(batch) * min(k, per_call) / rate < \
+            LOCAL_TIMING_LIMIT_S:
+        # time one call's members when a few of its steps are cheap; the FLOP estimate otherwise
+        per_step, per_log = time_locally(list(configs[:per_call]), shape, sweep)
+        seconds = calls * (cfg.steps * per_step + logs * per_log)
+        source = "timed here"
+    return GroupPlan(sweep.name, type(first.model).__name__.removesuffix("Config"), k, per_call, cfg.steps, logs,
+                     batch, precision, cost, train_flops, eval_flops, peak, eval_batch, seconds, source,
+                     data_status(first.task))
+
+
+def groups(configs: Sequence[RunConfig]) -> list[list[RunConfig]]:
+    """The members of `configs` in the batched groups the run trains together (first-seen order, duplicates once)."""
+    out: dict[str, list[RunConfig]] = {}
+    seen: set[str] = set()
+    for c in configs:
+        digest = c.digest()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        out.setdefault(c.batch_signature(), []).append(c)
+    return list(out.values())
+
+
+def check_tasks(tasks, *, full: bool, why: str = "scale='paper' trains on the full data sets") -> None:
+    """The data check every chapter runs before training (and the planner reports): each data set the tasks read
+    must be there (`nhtlib.data.inventory.require_present`) and, when `full`, complete (`require_complete`, e.g. at
+    paper scale: CIFAR-10's 50,000 training images, CIFAR-100, the full CelebA, the real Waterbirds). Raises
+    IncompleteDataError naming what is missing, what was found and where it must go; nothing is read but listings."""
+    from .data.inventory import require_complete, require_present
+
+    seen: set[str] = set()
+    for task in tasks:
+        identity = f"{task.digest()}|{getattr(task, 'data_root', None)}"
+        if identity in seen:
+            continue
+        seen.add(identity)
+        if full:
+            require_complete(task, why)
+        else:
+            require_present(task)
+
+
+def check_data(sweeps: Sequence[Sweep], *, full: bool, why: str = "scale='paper' trains on the full data sets"
+               ) -> None:
+    """`check_tasks` on the tasks of every member of `sweeps`."""
+    check_tasks([c.task for sweep in sweeps for c in sweep.configs], full=full, why=why)
+
+
+def data_status(task) -> str:
+    """'generated', or the inventory's line for the data the task reads ('present', 'a subset', 'missing' …)."""
+    try:
+        from .data.inventory import inventory
+    except ImportError:  # pragma: no cover - the inventory module is optional for the planner
+        return "unchecked"
+    found = inventory(task)
+    return "generated" if found is None else found.describe()
+
+
+@dataclass
+class ChapterPlan:
+    """The plan of one chapter at one scale on one device: a row per batched group."""
+
+    chapter: str
+    scale: str
+    device: Device
+    groups: list[GroupPlan] = field(default_factory=list)
+    planning_s: float = 0.0
+
+    def table(self) -> pd.DataFrame:
+        """One row per group, for people: runs, members per call, FLOPs, peak memory, time, data."""
+        rows = []
+        for g in self.groups:
+            rows.append({"sweep": g.sweep, "model": g.model, "runs": g.members,
+                         "calls × members": f"{g.calls} × {g.members_per_call}", "steps": g.steps,
+                         "batch": g.batch, "precision": g.precision,
+                         "MFLOP / example": round(g.cost.train_flops / 1e6, 3),
+                         "train FLOPs": f"{g.train_flops:.2e}", "eval FLOPs": f"{g.eval_flops:.2e}",
+                         "peak GB": round(g.peak_bytes / GB, 2), "eval batch": g.eval_batch_size,
+                         "minutes": round(g.seconds / 60, 1), "time from": g.time_source, "data": g.data})
+        return pd.DataFrame(rows)
+
+    @property
+    def flops(self) -> float:
+        return sum(g.train_flops + g.eval_flops for g in self.groups)
+
+    @property
+    def seconds(self) -> float:
+        return sum(g.seconds for g in self.groups)
+
+    @property
+    def peak_bytes(self) -> float:
+        return max((g.peak_bytes for g in self.groups), default=0.0)
+
+    def summary(self) -> str:
+        return (f"{self.chapter} at scale={self.scale!r} on {self.device.name}: {sum(g.members for g in self.groups)} "
+                f"runs in {sum(g.calls for g in self.groups)} batched calls, {self.flops:.2e} FLOPs, peak "
+                f"{self.peak_bytes / GB:.2f} GB, ≈ {self.seconds / 60:.1f} min (planned in {self.planning_s:.1f} s)")
+
+
+def plan_sweeps(chapter: str, scale: str, sweeps: Sequence[Sweep], device: Device, *,
+                time_here: bool = True) -> ChapterPlan:
+    """The `ChapterPlan` of a chapter's sweeps (members already cached are planned too: a plan is of the whole
+    chapter)."""
+    t0 = time.perf_counter()
+    rates = measured_rates(device.kind if device.kind == "cpu" else _device_key(device))
+    out = ChapterPlan(chapter, scale, device)
+    planned: set[str] = set()  # a member two sweeps share (e.g. chapter 3's ρ = 0.95, λ = 0.1) is trained once
+    for sweep in sweeps:
+        fresh = [c for c in sweep.configs if c.digest() not in planned]
+        planned.update(c.digest() for c in fresh)
+        for members in groups(fresh):
+            out.groups.append(plan_group(sweep, members, device, rates=rates, workload=chapter,
+                                         time_here=time_here))
+    out.planning_s = time.perf_counter() - t0
+    return out
+
+
+def _device_key(device: Device) -> str:
+    return next((k for k, d in DEVICES.items() if d == device), device.name)
+
+
+def plan_chapter(chapter: str, scale: str = "cpu", device: str = "cpu", *, data_root: str | None = None,
+                 time_here: bool = True) -> ChapterPlan:
+    """Plan chapter `chapter` (a notebook name, e.g. '03_border_cifar') at `scale` on `device` ('cpu' = here, or a
+    name of `DEVICES`)."""
+    from .book import SWEEPS
+
+    if chapter not in SWEEPS:
+        raise ConfigError(f"chapter={chapter!r} has no declared sweeps; choose one of {', '.join(SWEEPS)}")
+    return plan_sweeps(chapter, scale, SWEEPS[chapter](scale, data_root), device_spec(device), time_here=time_here)

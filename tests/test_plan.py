@@ -1,0 +1,203 @@
+"""The compute planner (`nhtlib.plan`): FLOPs against a direct count, layouts against real builds, memory fitting and
+refusal, the data guard, records of measured rates, and every chapter planned at every scale."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from nhtlib import plan
+from nhtlib.book import SWEEPS
+from nhtlib.config import TrainConfig
+from nhtlib.data.borders import BorderCIFARTask
+from nhtlib.data.inventory import IncompleteDataError
+from nhtlib.data.layout import layout
+from nhtlib.data.modular import ModularTask
+from nhtlib.data.toy import SparseParityTask
+from nhtlib.models import config as model_config
+from nhtlib.sweep import RunConfig, Sweep, grid
+from nhtlib.sweep import run as run_members
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _config(task, model, batch_size=None, steps=10, **train):
+    return RunConfig(task, model, TrainConfig(steps=steps, batch_size=batch_size, n_logs=2, **train))
+
+
+CASES = {
+    "toy MLP, full batch": (_config(SparseParityTask(n_bits=40, n_train=300, n_test=100),
+                                    model_config("mlp", hidden=(64,))), 3, 300),
+    "modular MLP (fixed per-step table projection)": (_config(ModularTask(p=31), model_config("modular_mlp")), 2,
+                                                      480),
+    "NSDL Transformer": (_config(ModularTask(p=31), model_config("transformer"), batch_size=64), 2, 64),
+    "SimpleCNN 16 px": (_config(BorderCIFARTask(image_size=16, border_width=1, n_train=100, n_test=20),
+                                model_config("simple_cnn"), batch_size=32), 2, 32),
+    "VGG-16 + BN": (_config(BorderCIFARTask(image_size=16, border_width=1, n_train=100, n_test=20),
+                            model_config("vgg16", batchnorm=True, width=0.125), batch_size=16), 2, 16),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_planned_flops_match_a_direct_count_of_one_training_step(name):
+    config, k, batch = CASES[name]
+    cost = plan.measure_step(config)
+    planned = cost.step_flops(batch) * k
+    direct = plan.direct_step_flops(config, k, batch)
+    assert direct > 0
+    assert 0.75 <= planned / direct <= 1.25, (planned, direct)
+
+
+def test_the_fixed_part_of_a_step_is_not_scaled_by_the_batch():
+    """The modular MLP projects its whole embedding table once per step: a per-example count from one small batch
+    would be many times too high at the real batch."""
+    config, k, batch = CASES["modular MLP (fixed per-step table projection)"]
+    cost = plan.measure_step(config)
+    assert cost.train_fixed > 10 * cost.train_flops  # the table projection dominates one example's cost
+    naive = (cost.train_fixed + 2 * cost.train_flops) / 2 * batch * k
+    assert naive > 2 * plan.direct_step_flops(config, k, batch)
+
+
+@pytest.mark.parametrize("task", [SparseParityTask(n_bits=12, n_train=50, n_test=30), ModularTask(p=13)],
+                         ids=["toy", "modular"])
+def test_layout_matches_the_built_data(task):
+    shape, data = layout(task), task.build(0)
+    assert shape.input_shape == data.input_shape
+    assert shape.n_classes == data.n_classes
+    assert shape.n_train == data.splits["train"].size
+    assert shape.n_eval == sum(s.size for name, s in data.splits.items() if name != "train")
+
+
+@pytest.mark.skipif(not (SHARED / "cifar10").is_dir(), reason="the book's offline CIFAR-10 is not here")
+def test_layout_of_the_border_task_matches_its_build_and_counts_shared_images_once():
+    task = BorderCIFARTask(image_size=16, border_width=1, n_train=200, n_test=50, data_root=str(SHARED))
+    shape, data = layout(task), task.build(0)
+    assert shape.input_shape == data.input_shape == (3, 16, 16)
+    assert (shape.n_train, shape.n_eval) == (200, sum(s.size for n, s in data.splits.items() if n != "train"))
+    # four members share one uint8 copy of the images; each adds its labels and border colours only
+    assert shape.data_bytes(4) < 1.1 * shape.data_bytes(1)
+
+
+def _cost(parameters=1000, saved=1e4, live=1e3):
+    return plan.StepCost(train_flops=1e6, forward_flops=3e5, saved_bytes=saved, live_bytes=live,
+                         parameters=parameters, kernels=10)
+
+
+def test_fit_lowers_the_evaluation_batch_then_the_members_per_call():
+    shape = layout(SparseParityTask(n_bits=40, n_train=300, n_test=100))
+    cfg = TrainConfig(steps=10, eval_batch_size=4096)
+    cost = _cost(live=1e5)  # 100 kB per example at evaluation: 4096 examples × 10 members = 8 GB
+    roomy = plan.fit(cost, cfg, shape, 10, 100e9, reserve=0)
+    assert roomy[:2] == (10, 4096)
+    tight = plan.fit(cost, cfg, shape, 10, 2e9, reserve=0)
+    assert tight[1] < 4096 and tight[0] <= 10
+    assert tight[2] <= plan.MEMORY_SHARE * 2e9
+    tighter = plan.fit(cost, cfg, shape, 10, 0.1e9, reserve=0)
+    assert tighter[0] < tight[0] and tighter[1] == 64
+
+
+def test_fit_refuses_when_one_member_does_not_fit_and_says_how_much_it_needs():
+    shape = layout(SparseParityTask(n_bits=40, n_train=300, n_test=100))
+    with pytest.raises(plan.MemoryPlanError, match=r"one member needs .* GB .* the device has 0\.0 GB"):
+        plan.fit(_cost(parameters=10 ** 8), TrainConfig(steps=10), shape, 4, 1e6, reserve=0)
+
+
+def test_a_run_that_cannot_fit_refuses_before_training(tmp_path, monkeypatch):
+    from nhtlib.cache import RunCache
+
+    monkeypatch.setattr(plan, "device_memory", lambda device: (2e6, 0.0))  # 2 MB
+    configs = grid(_config(SparseParityTask(n_bits=40, n_train=300, n_test=100), model_config("mlp", hidden=(512,)),
+                           steps=5), seeds=range(3))
+    cache = RunCache(tmp_path / "cache")
+    with pytest.raises(plan.MemoryPlanError):
+        run_members(configs, cache=cache, progress=False)
+    assert cache.keys() == []
+
+
+def test_a_run_that_fits_only_in_parts_trains_in_several_calls(tmp_path, monkeypatch):
+    from nhtlib.cache import RunCache
+
+    configs = grid(_config(SparseParityTask(n_bits=40, n_train=300, n_test=100), model_config("mlp", hidden=(16,)),
+                           steps=5), seeds=range(4))
+    whole = run_members(configs, cache=RunCache(tmp_path / "a"), progress=False)
+    monkeypatch.setattr(plan, "fit_members", lambda configs, device, max_members=256: (1, 64))
+    parts = run_members(configs, cache=RunCache(tmp_path / "b"), progress=False)
+    cache_b = RunCache(tmp_path / "b")
+    assert {cache_b.meta(k)["batch_members"] for k in cache_b.keys()} == {1}
+    columns = [c for c in whole.columns if c != "wall_s"]  # one member per call: equal up to float rounding
+    pd.testing.assert_frame_equal(whole[columns], parts[columns], rtol=1e-5, atol=1e-6)
+
+
+def test_measured_rates_replace_the_assumption(tmp_path):
+    record = {"device_key": "h200", "rates": {"01_toy_norm_hierarchy": {"fp32": 1e12}}}
+    (tmp_path / "gpu_check-h200-2026-12-01T00-00-00.json").write_text(json.dumps(record))
+    assert plan.measured_rates("h200", folder=tmp_path) == record["rates"]
+    sweep = Sweep("toy", tuple(grid(_config(SparseParityTask(n_bits=40, n_train=300, n_test=100),
+                                            model_config("mlp", hidden=(64,)), steps=100), seeds=range(2))))
+    measured = plan.plan_group(sweep, list(sweep.configs), plan.H200, rates=record["rates"],
+                               workload="01_toy_norm_hierarchy")
+    assumed = plan.plan_group(sweep, list(sweep.configs), plan.H200)
+    assert measured.time_source.startswith("measured") and assumed.time_source.startswith("assumed")
+    flops = measured.train_flops + measured.eval_flops
+    assert measured.seconds == pytest.approx(flops / 1e12 + (assumed.seconds - flops / (
+        plan.H200.peak_flops["fp32"] * plan.H200.efficiency)))
+
+
+def test_the_paper_guard_names_what_is_missing_what_was_found_and_where_it_goes(tmp_path):
+    for i in range(10):  # an ImageFolder CIFAR-10 with one image per class: present, far from complete
+        for split in ("train", "test"):
+            folder = tmp_path / "cifar10" / split / f"class{i}"
+            folder.mkdir(parents=True)
+            from PIL import Image
+
+            Image.new("RGB", (32, 32)).save(folder / "0000.png")
+    sweeps = SWEEPS["03_border_cifar"]("smoke", str(tmp_path))
+    plan.check_data(sweeps, full=False)  # present: the cpu and smoke scales start
+    with pytest.raises(IncompleteDataError) as err:
+        plan.check_data(sweeps, full=True)
+    text = str(err.value)
+    assert "scale='paper' trains on the full data sets" in text
+    assert "found train 10 of 50,000" in text and str(tmp_path / "cifar10") in text
+    from nhtlib.book import borders
+
+    with pytest.raises(IncompleteDataError, match="found train 10 of 50,000"):
+        borders.run(borders.PRESETS["paper"], str(tmp_path), progress=False)  # refuses before building anything
+
+
+@pytest.mark.parametrize("chapter", list(SWEEPS))
+def test_every_chapter_is_planned_at_every_scale_without_training(chapter, tmp_path, monkeypatch):
+    monkeypatch.setenv("NHT_RESULTS", str(tmp_path))  # nothing may be written to the real cache
+    root = str(SHARED) if SHARED.is_dir() else str(tmp_path)
+    smoke = plan.plan_chapter(chapter, "smoke", "cpu", data_root=root, time_here=chapter == "01_toy_norm_hierarchy")
+    paper = plan.plan_chapter(chapter, "paper", "h200", data_root=root)
+    for planned in (smoke, paper):
+        assert planned.groups and planned.flops > 0 and planned.seconds > 0
+        assert all(g.members_per_call >= 1 and g.peak_bytes <= plan.H200.memory_bytes for g in planned.groups)
+    assert paper.flops > smoke.flops
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache" / "runs").glob("*"))
+
+
+def test_the_planned_runs_are_the_runs_the_chapter_trains():
+    """The toy chapter's notebook trains `toy.configs`; the planner reads `toy.sweeps`: the same members."""
+    from nhtlib.book import toy
+
+    preset = toy.PRESETS["smoke"]
+    assert list(SWEEPS[toy.CHAPTER]("smoke")[0].configs) == toy.configs(preset)
+
+
+def test_the_command_line_prints_a_plan(capsys):
+    from nhtlib.chapters import main
+
+    assert main(["plan", "01_toy_norm_hierarchy", "-p", "scale", "smoke", "--device", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "01_toy_norm_hierarchy at scale='smoke' on NVIDIA H200" in out and "data check: passes" in out
+    assert main(["plan", "01_toy_norm_hierarchy", "-p", "seed", "3"]) == 2
+
+
+def test_cpu_device_reports_this_machines_memory_and_rate():
+    here = plan.local_cpu()
+    assert here.memory_bytes > 0 and here.peak_flops["fp32"] > 1e8
+    assert torch.get_num_threads() >= 1
