@@ -12,10 +12,9 @@ What is measured:
    "smoke") its heaviest batched group — the largest FLOPs per step × members × steps over `nhtlib.plan.groups` of
    all its sweeps (the planner's `StepCost`, shapes from `nhtlib.data.layout`: no data file is read). Its batched
    model is built on the device with K members (all of the group's when `nhtlib.plan.fit` says they fit the free
-   device memory; tiny: at most 16) and trained on random inputs of the real shapes with the real optimiser
-   (`nhtlib.train.make_optimizer`, the members' own η and λ): forward under `precision_context`, fp32
-   `member_loss(...).sum().backward()`, `optimizer.step(1.0)`, with the TF32 flags of the precision held for the
-   whole step, as the training loop does. Steps are timed after warm-up between `torch.cuda.synchronize()` calls,
+   device memory; tiny: at most 16) and trained on random inputs of the real shapes by `nhtlib.plan.synthetic_step`
+   (the real optimiser with the members' own η and λ, the forward under the precision's autocast, the fp32 loss),
+   with the TF32 flags of the precision held for the whole step, as the training loop does. Steps are timed after warm-up between `torch.cuda.synchronize()` calls,
    their number chosen to fill a few seconds (every (chapter, precision) stays under ~15 s).
    Achieved FLOP/s = `cost.step_flops(batch) × K / seconds per step` (matmul / convolution FLOPs, the planner's
    convention; data loading, sampling and evaluation are not in the timed step), and its share of the device's dense
@@ -78,9 +77,8 @@ from nhtlib.cache import RunCache  # noqa: E402
 from nhtlib.config import PRECISIONS  # noqa: E402
 from nhtlib.data.layout import layout  # noqa: E402
 from nhtlib.paths import atomic_write_bytes, git_commit, source_hash  # noqa: E402
-from nhtlib.precision import precision_context, tf32_flags  # noqa: E402
+from nhtlib.precision import tf32_flags  # noqa: E402
 from nhtlib.sweep import run as run_configs  # noqa: E402
-from nhtlib.train import make_optimizer, member_loss  # noqa: E402
 
 NSDL_FIRST_SEED = 42  # NSDL's seeds 42–51
 FASTER_BY = 1.05  # a precision is "faster" than fp32 when its rate is at least this many times fp32's
@@ -162,12 +160,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def free_memory(device: torch.device) -> float:
-    if device.type == "cuda":
-        return float(torch.cuda.mem_get_info(device)[0])
-    return plan._available_ram()
-
-
 def clean(value):
     """JSON-safe: NaN / inf as null, numpy scalars as Python numbers, tuples as lists."""
     if isinstance(value, dict):
@@ -217,7 +209,7 @@ def heaviest_group(chapter: str, scale: str, data_root: str | None) -> dict:
         key = (first.model.digest(), shape)
         if key not in costs:
             costs[key] = plan.measure_step(first, shape)
-        cost, batch = costs[key], plan._batch(first.train, shape)
+        cost, batch = costs[key], plan.step_batch(first.train, shape)
         total = cost.step_flops(batch) * len(members) * first.train.steps
         if best is None or total > best["train_flops"]:
             best = {"members": members, "sweep": sweep_of[first.digest()], "cost": cost, "shape": shape,
@@ -227,28 +219,21 @@ def heaviest_group(chapter: str, scale: str, data_root: str | None) -> dict:
     return best
 
 
-def time_training_steps(model, optimizer, x, y, precision: str, device: torch.device, mode: Mode) -> tuple[float, int]:
-    """(seconds per training step, steps timed) at `precision`, after warm-up; the whole call stays under
-    mode.entry_limit_s (the steps are fitted to mode.timed_s from one calibration step)."""
-
-    def step() -> None:
-        optimizer.zero_grad()
-        with precision_context(precision, device.type):
-            logits = model(x)
-        member_loss(logits, y).sum().backward()  # backward outside autocast (PyTorch's advice), as the loop does
-        optimizer.step(1.0)
-
+def time_training_steps(step, precision: str, device: torch.device, mode: Mode) -> tuple[float, int]:
+    """(seconds per training step, steps timed) of `step(precision)` (`nhtlib.plan.synthetic_step`), after
+    warm-up; the whole call stays under mode.entry_limit_s (the steps are fitted to mode.timed_s from one
+    calibration step)."""
     started = time.perf_counter()
     with tf32_flags(precision == "tf32"):
         for i in range(mode.warmup_steps):  # fewer when the steps are slow: the entry keeps to its limit
-            step()
+            step(precision)
             if i + 1 < mode.warmup_steps:
                 sync(device)
                 if time.perf_counter() - started > 0.3 * mode.entry_limit_s:
                     break
         sync(device)
         t0 = time.perf_counter()
-        step()
+        step(precision)
         sync(device)
         one = max(time.perf_counter() - t0, 1e-7)
         left = mode.entry_limit_s - (time.perf_counter() - started)
@@ -257,26 +242,9 @@ def time_training_steps(model, optimizer, x, y, precision: str, device: torch.de
             return one, 1
         t0 = time.perf_counter()
         for _ in range(n):
-            step()
+            step(precision)
         sync(device)
         return (time.perf_counter() - t0) / n, n
-
-
-def build_members(group: dict, k: int, device: torch.device):
-    """(model, optimiser, inputs, labels) of the group's first k members on `device` (random inputs and labels of
-    the real shapes: `plan.random_inputs`)."""
-    members, shape, batch = group["members"][:k], group["shape"], group["batch"]
-    first = members[0]
-    torch.manual_seed(0)
-    model = first.model.build(shape.input_shape, shape.n_classes, [c.seed for c in members]).to(device)
-    model.train()
-    lrs = torch.tensor([c.train.lr for c in members], dtype=torch.float64, device=device)
-    wds = torch.tensor([c.train.weight_decay for c in members], dtype=torch.float64, device=device)
-    optimizer = make_optimizer(model, first.train, lrs, wds)
-    g = torch.Generator().manual_seed(0)
-    x = plan.random_inputs(shape, batch, k, g).to(device)
-    y = torch.randint(0, shape.n_classes, (k, batch), generator=g).to(device)
-    return model, optimizer, x, y
 
 
 def members_that_fit(group: dict, device: torch.device, mode: Mode) -> int:
@@ -284,9 +252,8 @@ def members_that_fit(group: dict, device: torch.device, mode: Mode) -> int:
     members = len(group["members"])
     if mode.member_cap is not None:
         return min(members, mode.member_cap)
-    reserve = plan.GPU_RESERVE_BYTES if device.type == "cuda" else plan.CPU_RESERVE_BYTES
-    k, _, _ = plan.fit(group["cost"], group["members"][0].train, group["shape"], members, free_memory(device),
-                       reserve=reserve)
+    memory, reserve = plan.device_memory(str(device))
+    k, _, _ = plan.fit(group["cost"], group["members"][0].train, group["shape"], members, memory, reserve=reserve)
     return k
 
 
@@ -331,8 +298,8 @@ def measure_chapter(chapter: str, device: torch.device, name: str, mode: Mode, c
                 if built is None or built_k != k:
                     built = None
                     release(device)
-                    built, built_k = build_members(group, k, device), k
-                seconds, n = time_training_steps(*built, precision, device, mode)
+                    built, built_k = plan.synthetic_step(group["members"][:k], group["shape"], device)[0], k
+                seconds, n = time_training_steps(built, precision, device, mode)
             except Exception as err:  # noqa: BLE001 - recorded per entry
                 built = None
                 release(device)
@@ -379,10 +346,9 @@ def nsdl_estimate_s(configs, device: torch.device, mode: Mode) -> float:
     """Seconds the NSDL run is expected to take: its batched step timed here (fp32, random inputs) × its steps,
     plus half for the loop's sampling and log steps and ten seconds of set-up."""
     shape = layout(configs[0].task)
-    group = {"members": configs, "shape": shape, "batch": plan._batch(configs[0].train, shape)}
-    built = build_members(group, len(configs), device)
+    built = plan.synthetic_step(configs, shape, device)[0]
     probe = dataclasses.replace(mode, timed_s=min(mode.timed_s, 1.0), entry_limit_s=min(mode.entry_limit_s, 5.0))
-    seconds, _ = time_training_steps(*built, "fp32", device, probe)
+    seconds, _ = time_training_steps(built, "fp32", device, probe)
     del built
     release(device)
     return 1.5 * seconds * configs[0].train.steps + 10.0

@@ -21,25 +21,22 @@ import pandas as pd
 import torch
 
 from nhtlib.book import grokking, toy
-from nhtlib.cache import RunCache
 from nhtlib.plan import matmul_rate
+from nhtlib.sweep import run
 
 
-def _toy(precision: str, cache_dir: str) -> tuple[pd.Series, dict]:
-    import nhtlib.sweep as sweep
-
+def _toy(precision: str) -> tuple[pd.Series, dict]:
     preset = toy.PRESETS["smoke"].replace(precision=precision)
-    runs = sweep.run(toy.configs(preset), cache=RunCache(cache_dir), progress=False)
+    runs = run(toy.configs(preset), progress=False)
     _, summary = toy.analyse(runs, preset, transition_threshold=0.95, fit_threshold=0.99)
     regimes = pd.Series({f"α={r.alpha:g} λ={r.lam:g} seed {r.seed}": r.regime for r in summary.itertuples()})
     return regimes, {r.id: (r.verdict, r.ours) for r in toy.judge(summary)}
 
 
-def _grokking(precision: str, cache_dir: str) -> tuple[pd.Series, dict]:
+def _grokking(precision: str) -> tuple[pd.Series, dict]:
     smoke = grokking.PRESETS["smoke"]
     preset = smoke.replace(stand_in=smoke.stand_in.replace(precision=precision),
                            nsdl=smoke.nsdl.replace(precision=precision))
-    os.environ["NHT_RESULTS"] = cache_dir  # grokking.run reads the default run cache under the results folder
     runs = grokking.run(preset, progress=False)
     rows = {f"stand-in λ={r.weight_decay:g} seed {r.seed}": r.regime for r in runs.summary.itertuples()}
     nsdl = runs.nsdl_summary.assign(outcome=grokking.seed_regimes(runs.nsdl_summary))
@@ -47,11 +44,10 @@ def _grokking(precision: str, cache_dir: str) -> tuple[pd.Series, dict]:
     return pd.Series(rows), {r.id: (r.verdict, r.ours) for r in grokking.judge(runs, preset)}
 
 
-def _borders(precision: str, cache_dir: str) -> tuple[pd.Series, dict]:
+def _borders(precision: str) -> tuple[pd.Series, dict]:
     from nhtlib.book import borders
     from nhtlib.paths import data_root
 
-    os.environ["NHT_RESULTS"] = cache_dir
     preset = borders.PRESETS["smoke"].replace(precision=precision)
     runs = borders.run(preset, str(data_root(None, need="cifar10")), progress=False)
     rows = {f"λ={r.lam:g} seed {r.seed}": r.regime for r in runs.sum_a.itertuples()}
@@ -72,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         for precision in ("fp32", "bf16"):
             t0 = time.perf_counter()
-            with tempfile.TemporaryDirectory() as cache_dir:
-                results[precision] = fn(precision, cache_dir)
+            with tempfile.TemporaryDirectory() as fresh:
+                os.environ["NHT_RESULTS"] = fresh  # a fresh run cache (under the results folder) per precision
+                results[precision] = fn(precision)
             print(f"{name} at {precision}: {time.perf_counter() - t0:.0f} s", flush=True)
         (r32, v32), (r16, v16) = results["fp32"], results["bf16"]
         regimes = pd.DataFrame({"fp32": r32, "bf16": r16})

@@ -328,18 +328,12 @@ def plan_text(chapter: str, scale: str, device: str, data_root: str | None) -> s
     """The planner's table of one chapter, its summary line and the data check's verdict, as text."""
     import pandas as pd
 
-    from . import plan
-    from .book import SWEEPS
+    from .plan import plan_chapter
 
-    planned = plan.plan_chapter(chapter, scale, device, data_root=data_root)
-    try:
-        plan.check_data(SWEEPS[chapter](scale, data_root), full=scale == "paper")
-        data = "data check: passes"
-    except FileNotFoundError as err:
-        data = f"data check: the run would refuse to start — {err}"
-    table = planned.table().drop(columns=["data"])
+    planned = plan_chapter(chapter, scale, device, data_root=data_root)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
-        return "\n".join([planned.summary(), table.to_string(index=False), data])
+        return "\n".join([planned.summary(), planned.table().drop(columns=["data"]).to_string(index=False),
+                           f"data check: {planned.data_check}"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,20 +3,21 @@
 For every sweep of a chapter (``nhtlib.book.<chapter>.sweeps``) the planner groups the members as the run will
 (members that differ only in seed, λ and η train together, `RunConfig.batch_signature`), and for each group:
 
-* **FLOPs** — one real training step of the real model at the real input shape, counted by
-  `torch.utils.flop_counter.FlopCounterMode` on the CPU at batches of 2 and 4 examples and one member (a
-  part per step and a part per example), then scaled by the
-  batch size, the members and the steps (matmuls and convolutions: the convention of the FLOP counter); evaluation
-  is a forward pass over every evaluated example at every log step;
+* **FLOPs** — one real training step of the real batched model (two members) at the real input shape, counted by
+  `torch.utils.flop_counter.FlopCounterMode` on the CPU at batches of 2 and 4 examples (a part per step and a part
+  per example), then scaled by the batch size, the members and the steps (matmuls and convolutions: the convention
+  of the FLOP counter); evaluation is a forward pass over every evaluated example at every log step;
 * **memory** — the peak of one batched group: per member the parameters with their gradient, initial copy and
   optimiser state, the activations a training step saves for its backward pass (measured with
   `torch.autograd.graph.saved_tensors_hooks`), the largest activation of an evaluation batch, plus the data resident
   on the device. The number of members per batched call and the evaluation batch size are chosen so that the group
   fits the device (`fit`); a group of which one member does not fit is refused (`MemoryPlanError`), before training;
 * **time** — FLOPs ÷ an achieved rate plus a kernel-launch term: the rate `benchmarks/gpu_check.py` measured on the
-  device when a record exists under ``benchmarks/records/``, otherwise the device's dense peak × a stated efficiency,
-  labelled as an assumption. On this machine (``device="cpu"``) small groups are timed directly instead: a few steps
-  and two log steps of the real batched model on random inputs of the real shapes (nothing is stored);
+  device for the chapter's heaviest group when a record exists under ``benchmarks/records/``, otherwise the
+  device's dense peak × a stated efficiency, labelled as an assumption. On this machine (``device="cpu"``) small
+  groups are timed directly instead (`time_locally`): training steps of the real batched model and optimiser
+  (`synthetic_step`), one evaluation chunk and the extra metrics, on random inputs of the real shapes (nothing is
+  stored);
 * **data** — the data sets the group reads, whether they are present and complete (`nhtlib.data.inventory`).
 
 A plan trains nothing and takes seconds.
@@ -30,7 +31,7 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -42,7 +43,7 @@ from .config import ConfigError, TrainConfig
 from .data import Dataset, Split
 from .data.layout import DataLayout, layout
 from .paths import repo_root
-from .sweep import RunConfig, Sweep
+from .sweep import RunConfig, Sweep, batch_groups, data_identity
 
 GB = 1e9
 PROBE_MEMBERS = 2  # members of the measured step: the batched code path (K = 1 may take a plain module call)
@@ -67,6 +68,7 @@ class Device:
     efficiency: the share of the peak assumed to be achieved when no measured record exists; launch_s: seconds per
     kernel launch (tiny models are launch-bound on a GPU); memory_bytes: what a run may use."""
 
+    key: str  # the name gpu_check records it under ("h200", "cpu")
     name: str
     kind: str  # "cuda" or "cpu"
     memory_bytes: float
@@ -74,9 +76,14 @@ class Device:
     efficiency: float
     launch_s: float
 
+    @property
+    def reserve_bytes(self) -> float:
+        """Memory the plan leaves to what it does not count (the process; a CUDA context)."""
+        return CPU_RESERVE_BYTES if self.kind == "cpu" else GPU_RESERVE_BYTES
+
 
 # NVIDIA H200 SXM data sheet: 67 TFLOP/s fp32, 989 TFLOP/s tf32 and 1,979 TFLOP/s bf16 *with sparsity* (half dense)
-H200 = Device("NVIDIA H200 (141 GB)", "cuda", 141 * GB, {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12},
+H200 = Device("h200", "NVIDIA H200 (141 GB)", "cuda", 141 * GB, {"fp32": 67e12, "tf32": 494.5e12, "bf16": 989.5e12},
               efficiency=0.25, launch_s=6e-6)
 DEVICES = {"h200": H200}
 
@@ -112,7 +119,7 @@ def local_cpu() -> Device:
     """This machine as a device: its free memory and its measured fp32 / bf16 matmul rates (efficiency 1: the CPU's
     groups are timed directly when small, and the matmul rate is what the large ones get at best)."""
     fp32 = matmul_rate(torch.float32)
-    return Device(f"this CPU ({os.cpu_count()} threads)", "cpu", _available_ram(),
+    return Device("cpu", f"this CPU ({os.cpu_count()} threads)", "cpu", _available_ram(),
                   {"fp32": fp32, "tf32": fp32, "bf16": matmul_rate(torch.bfloat16)}, efficiency=1.0, launch_s=0.0)
 
 
@@ -145,8 +152,9 @@ def measured_rates(device: str, folder: Path | None = None) -> dict[str, dict[st
 
 @dataclass(frozen=True)
 class StepCost:
-    """What one member's training step costs: a part per example and a part per step (measured at 1 and 2 examples,
-    one member: e.g. the grokking MLP projects its whole embedding table once per step, whatever the batch).
+    """What one member's training step costs: a part per example and a part per step (measured at 2 and 4 examples
+    on PROBE_MEMBERS members: e.g. the grokking MLP projects its whole embedding table once per step, whatever the
+    batch).
 
     train_flops / forward_flops: FLOPs per example of forward + backward and of the forward pass alone;
     train_fixed / forward_fixed: FLOPs per step (per evaluation chunk) that do not grow with the batch;
@@ -184,7 +192,8 @@ class _CountOps(TorchDispatchMode):
 
 
 def random_inputs(shape: DataLayout, n: int, k: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Random inputs of shape ``(k, n, *input_shape)``, of the layout's dtype (token ids below n_classes for int64 inputs)."""
+    """Random inputs of shape ``(k, n, *input_shape)`` of the layout's dtype (int64 inputs: token ids below
+    n_classes)."""
     if shape.input_dtype == "int64":
         return torch.randint(0, shape.n_classes, (k, n, *shape.input_shape), generator=generator)
     return torch.randn(k, n, *shape.input_shape, generator=generator)
@@ -228,30 +237,18 @@ def _one_step(model: nn.Module, shape: DataLayout, batch: int) -> tuple[float, f
 
 
 def measure_step(config: RunConfig, shape: DataLayout | None = None) -> StepCost:
-    """The `StepCost` of `config`'s model: one training step of one member on random inputs at 2 and at 4 examples
-    (CPU, fp32, PROBE_MEMBERS members); per example = the slope, per step = the intercept."""
+    """The `StepCost` of one member of `config`'s model: a training step of PROBE_MEMBERS members on random inputs
+    at 2 and at 4 examples (CPU, fp32), divided by the members; per example = the slope, per step = the
+    intercept."""
     shape = shape or layout(config.task)
     model = config.model.build(shape.input_shape, shape.n_classes, [config.seed + i for i in range(PROBE_MEMBERS)])
     small, large = PROBE_BATCHES
     one, two = _one_step(model, shape, small), _one_step(model, shape, large)
     per = [max(0.0, (b - a) / (large - small)) for a, b in zip(one[:4], two[:4])]
     fixed = [max(0.0, a - p * small) for a, p in zip(one[:2], per[:2])]
-    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad) // PROBE_MEMBERS
     return StepCost(per[0], per[1], per[2], max(per[3], two[3] / large), params, two[4],
                     train_fixed=fixed[0], forward_fixed=fixed[1])
-
-
-def direct_step_flops(config: RunConfig, k_members: int, batch: int) -> float:
-    """FLOPs of one training step of `k_members` members at `batch` examples, counted directly (for tests)."""
-    from .train import member_loss
-
-    shape = layout(config.task)
-    model = config.model.build(shape.input_shape, shape.n_classes, [config.seed + i for i in range(k_members)])
-    x = random_inputs(shape, batch, k_members)
-    y = torch.randint(0, shape.n_classes, (k_members, batch))
-    with FlopCounterMode(display=False) as counter:
-        member_loss(model(x), y).sum().backward()
-    return counter.get_total_flops()
 
 
 # ------------------------------------------------------------------------------------------------------ groups
@@ -282,7 +279,9 @@ class GroupPlan:
         return math.ceil(self.members / self.members_per_call)
 
 
-def _batch(cfg: TrainConfig, shape: DataLayout) -> int:
+def step_batch(cfg: TrainConfig, shape: DataLayout) -> int:
+    """Examples one member reads per training step: the batch size (at most the split when drawn by epochs), or
+    the whole split for full-batch training."""
     return shape.n_train if cfg.batch_size is None else min(cfg.batch_size, shape.n_train) \
         if cfg.sampling == "epoch" else cfg.batch_size
 
@@ -308,7 +307,7 @@ def fit(cost: StepCost, cfg: TrainConfig, shape: DataLayout, members: int, memor
     The evaluation batch is lowered first (down to 64 examples, in halvings), then the members per call. Raises
     MemoryPlanError, saying how much is needed, when one member does not fit."""
     budget = MEMORY_SHARE * memory_bytes - reserve
-    batch = _batch(cfg, shape)
+    batch = step_batch(cfg, shape)
     eval_batch = cfg.eval_batch_size
     want = min(members, max_members)
     while True:
@@ -379,29 +378,53 @@ def _timed(fn, min_s: float = 0.3, max_repeats: int = 10) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def time_locally(configs: Sequence[RunConfig], shape: DataLayout, sweep: Sweep) -> tuple[float, float]:
-    """(seconds per training step, seconds per log step) of the batched members on this machine, timed on random
-    inputs of the real shapes: training steps of the real batched model and optimiser, one evaluation chunk (scaled
-    to every example a log step evaluates), and one call of the sweep's extra metrics. Nothing is stored."""
-    from .train import evaluate, make_optimizer, member_loss
+def synthetic_step(configs: Sequence[RunConfig], shape: DataLayout, device: str | torch.device = "cpu"
+                   ) -> tuple[Callable[[str], None], nn.Module]:
+    """(step, model): `step(precision)` takes one training step of the batched members as `nhtlib.train.train`
+    does — the forward under the precision's autocast, the fp32 loss, backward, the real optimiser with each
+    member's η and λ — on fixed random inputs and labels of the real shapes (no sampler, no logging). Hold
+    `nhtlib.precision.tf32_flags` around the calls for TF32. For timing: the planner here, gpu_check on a GPU."""
+    from .precision import forward_autocast
+    from .train import make_optimizer, member_loss
 
-    cfg, k = configs[0].train, len(configs)
-    model = configs[0].model.build(shape.input_shape, shape.n_classes, [c.seed for c in configs])
-    optimizer = make_optimizer(model, cfg, torch.tensor([c.train.lr for c in configs], dtype=torch.float64),
-                               torch.tensor([c.train.weight_decay for c in configs], dtype=torch.float64))
-    batch = _batch(cfg, shape)
-    x, y = random_inputs(shape, batch, k), torch.randint(0, shape.n_classes, (k, batch))
+    first, k = configs[0], len(configs)
+    torch.manual_seed(0)
+    model = first.model.build(shape.input_shape, shape.n_classes, [c.seed for c in configs]).to(device)
+    model.train()
+    as_tensor = lambda values: torch.tensor(values, dtype=torch.float64, device=device)  # noqa: E731
+    optimizer = make_optimizer(model, first.train, as_tensor([c.train.lr for c in configs]),
+                               as_tensor([c.train.weight_decay for c in configs]))
+    batch = step_batch(first.train, shape)
+    g = torch.Generator().manual_seed(0)
+    x = random_inputs(shape, batch, k, g).to(device)
+    y = torch.randint(0, shape.n_classes, (k, batch), generator=g).to(device)
+    device_type = torch.device(device).type
 
-    def step():
+    def step(precision: str = "fp32") -> None:
         optimizer.zero_grad()
-        member_loss(model(x), y).sum().backward()
+        with forward_autocast(precision, device_type):
+            logits = model(x)
+        member_loss(logits, y).sum().backward()  # backward outside autocast, as the loop does
         optimizer.step(1.0)
 
-    per_step = _timed(step)
-    chunk = min(cfg.eval_batch_size, _evaluated(cfg, shape, 0), TIMED_EVAL_EXAMPLES)
-    model.eval()
-    per_chunk = _timed(lambda: evaluate(model, _fake_dataset(shape, k, chunk, 0).splits["train"], k, chunk),
-                       min_s=0.0, max_repeats=1)
+    return step, model
+
+
+def time_locally(configs: Sequence[RunConfig], shape: DataLayout, sweep: Sweep) -> tuple[float, float]:
+    """(seconds per training step, seconds per log step) of the batched members on this machine at their
+    precision, timed on random inputs of the real shapes: training steps (`synthetic_step`), one evaluation chunk
+    (scaled to every example a log step evaluates), and one call of the sweep's extra metrics. Nothing is stored."""
+    from .precision import tf32_flags
+    from .train import evaluate
+
+    cfg, k = configs[0].train, len(configs)
+    step, model = synthetic_step(configs, shape)
+    with tf32_flags(cfg.precision == "tf32"):
+        per_step = _timed(lambda: step(cfg.precision))
+        chunk = min(cfg.eval_batch_size, _evaluated(cfg, shape, 0), TIMED_EVAL_EXAMPLES)
+        model.eval()
+        per_chunk = _timed(lambda: evaluate(model, _fake_dataset(shape, k, chunk, 0).splits["train"], k, chunk,
+                                            cfg.precision), min_s=0.0, max_repeats=1)
     per_log = per_chunk * _evaluated(cfg, shape, 0) / chunk
     if sweep.extra_metrics is not None:
         data = _fake_dataset(shape, k, max(1, min(sweep.probe_examples, shape.n_train)), 0)
@@ -416,15 +439,14 @@ def plan_group(sweep: Sweep, configs: Sequence[RunConfig], device: Device, *, ma
     first = configs[0]
     cfg, shape = first.train, layout(first.task)
     cost = measure_step(first, shape)
-    precision = getattr(cfg, "precision", "fp32")
-    batch = _batch(cfg, shape)
+    precision = cfg.precision
+    batch = step_batch(cfg, shape)
     logs = len(cfg.log_steps())
     k = len(configs)
     train_flops = cost.step_flops(batch) * cfg.steps * k
     eval_flops = cost.forward_pass_flops(_evaluated(cfg, shape, sweep.probe_examples), cfg.eval_batch_size) * logs * k
-    reserve = CPU_RESERVE_BYTES if device.kind == "cpu" else GPU_RESERVE_BYTES
     per_call, eval_batch, peak = fit(cost, cfg, shape, k, device.memory_bytes, max_members=max_members,
-                                     reserve=reserve)
+                                     reserve=device.reserve_bytes)
     calls = math.ceil(k / per_call)
     rate = (rates or {}).get(workload, {}).get(precision)
     source = "measured rate (gpu_check record)" if rate else f"assumed: peak × {device.efficiency:g}"
@@ -442,16 +464,10 @@ def plan_group(sweep: Sweep, configs: Sequence[RunConfig], device: Device, *, ma
 
 
 def groups(configs: Sequence[RunConfig]) -> list[list[RunConfig]]:
-    """The members of `configs` in the batched groups the run trains together (first-seen order, duplicates once)."""
-    out: dict[str, list[RunConfig]] = {}
-    seen: set[str] = set()
-    for c in configs:
-        digest = c.digest()
-        if digest in seen:
-            continue
-        seen.add(digest)
-        out.setdefault(c.batch_signature(), []).append(c)
-    return list(out.values())
+    """The members of `configs` in the batched groups the run trains together (`nhtlib.sweep.batch_groups`;
+    a config given twice is planned once)."""
+    unique = list({c.digest(): c for c in configs}.values())
+    return [[unique[i] for i in group] for group in batch_groups(unique)]
 
 
 def check_tasks(tasks, *, full: bool, why: str = "scale='paper' trains on the full data sets") -> None:
@@ -461,12 +477,11 @@ def check_tasks(tasks, *, full: bool, why: str = "scale='paper' trains on the fu
     IncompleteDataError naming what is missing, what was found and where it must go; nothing is read but listings."""
     from .data.inventory import require_complete, require_present
 
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for task in tasks:
-        identity = f"{task.digest()}|{getattr(task, 'data_root', None)}"
-        if identity in seen:
+        if data_identity(task) in seen:
             continue
-        seen.add(identity)
+        seen.add(data_identity(task))
         if full:
             require_complete(task, why)
         else:
@@ -498,6 +513,7 @@ class ChapterPlan:
     device: Device
     groups: list[GroupPlan] = field(default_factory=list)
     planning_s: float = 0.0
+    data_check: str = "not run"  # "passes", or why the chapter would refuse to start (`check_data`)
 
     def table(self) -> pd.DataFrame:
         """One row per group, for people: runs, members per call, FLOPs, peak memory, time, data."""
@@ -533,9 +549,9 @@ class ChapterPlan:
 def plan_sweeps(chapter: str, scale: str, sweeps: Sequence[Sweep], device: Device, *,
                 time_here: bool = True) -> ChapterPlan:
     """The `ChapterPlan` of a chapter's sweeps (members already cached are planned too: a plan is of the whole
-    chapter)."""
+    chapter), with the data check the chapter runs before training (full data sets at paper scale)."""
     t0 = time.perf_counter()
-    rates = measured_rates(device.kind if device.kind == "cpu" else _device_key(device))
+    rates = measured_rates(device.key)
     out = ChapterPlan(chapter, scale, device)
     planned: set[str] = set()  # a member two sweeps share (e.g. chapter 3's ρ = 0.95, λ = 0.1) is trained once
     for sweep in sweeps:
@@ -544,12 +560,13 @@ def plan_sweeps(chapter: str, scale: str, sweeps: Sequence[Sweep], device: Devic
         for members in groups(fresh):
             out.groups.append(plan_group(sweep, members, device, rates=rates, workload=chapter,
                                          time_here=time_here))
+    try:
+        check_data(sweeps, full=scale == "paper")
+        out.data_check = "passes"
+    except FileNotFoundError as err:
+        out.data_check = f"the run would refuse to start — {err}"
     out.planning_s = time.perf_counter() - t0
     return out
-
-
-def _device_key(device: Device) -> str:
-    return next((k for k, d in DEVICES.items() if d == device), device.name)
 
 
 def plan_chapter(chapter: str, scale: str = "cpu", device: str = "cpu", *, data_root: str | None = None,

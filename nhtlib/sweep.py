@@ -131,8 +131,19 @@ def member_key(config: RunConfig, data_fingerprint: str | None, extra_metrics_ke
     return run_key(identity)
 
 
-def _data_identity(config: RunConfig) -> tuple:
-    return config.task.digest(), str(getattr(config.task, "data_root", None))
+def data_identity(task: TaskConfig) -> tuple[str, str]:
+    """What tells two data copies apart: the task's digest and its data_root (which the digest leaves out, while the
+    files there are part of a run's identity)."""
+    return task.digest(), str(getattr(task, "data_root", None))
+
+
+def batch_groups(configs: Sequence[RunConfig]) -> list[list[int]]:
+    """Positions in `configs` of the members trained together (equal `RunConfig.batch_signature`: they differ in
+    seed, lr and weight decay only), groups in first-seen order. The run and the compute planner both group so."""
+    groups: dict[str, list[int]] = {}
+    for i, config in enumerate(configs):
+        groups.setdefault(config.batch_signature(), []).append(i)
+    return list(groups.values())
 
 
 def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache | None = None,
@@ -155,13 +166,13 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
     # one data fingerprint per distinct task and data copy (data_root is not in the task's digest, but its files are)
     fingerprints: dict[tuple, str | None] = {}
     for c in configs:
-        if _data_identity(c) not in fingerprints:
-            fingerprints[_data_identity(c)] = c.task.data_fingerprint()
-    keys = [member_key(c, fingerprints[_data_identity(c)], metrics_id) for c in configs]
+        if data_identity(c.task) not in fingerprints:
+            fingerprints[data_identity(c.task)] = c.task.data_fingerprint()
+    keys = [member_key(c, fingerprints[data_identity(c.task)], metrics_id) for c in configs]
     tables: dict[str, pd.DataFrame] = {}
-    missing: dict[str, list[int]] = {}  # batch signature -> indices of configs to train (one per distinct key)
+    todo: list[int] = []  # indices of the configs to train (one per distinct key)
     queued: set[str] = set()
-    for i, (config, key) in enumerate(zip(configs, keys)):
+    for i, key in enumerate(keys):
         if key in tables or key in queued:
             continue
         cached = cache.load(key)
@@ -169,15 +180,17 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
             tables[key] = cached
         else:
             queued.add(key)
-            missing.setdefault(config.batch_signature(), []).append(i)
-    if missing:
+            todo.append(i)
+    if todo:
         cache.check_writable()  # fail now, not after the training
-    for indices in missing.values():
+    for group in batch_groups([configs[i] for i in todo]):
+        indices = [todo[j] for j in group]
         per_call, eval_batch = _fitted([configs[i] for i in indices], device, max_members)
         for start in range(0, len(indices), per_call):
             chunk = indices[start:start + per_call]
             trained = _train_batch([configs[i] for i in chunk], [keys[i] for i in chunk], cache, device, progress,
-                                   extra_metrics, desc, fingerprints[_data_identity(configs[chunk[0]])], eval_batch)
+                                   extra_metrics, desc, fingerprints[data_identity(configs[chunk[0]].task)],
+                                   eval_batch)
             for i in chunk:
                 # read back what was stored (the same dtypes as any later cache hit); another process training the
                 # same member may have stored its own equal table meanwhile, which is as good

@@ -350,11 +350,11 @@ def last(table: pd.DataFrame) -> pd.DataFrame:
     return table.loc[table.groupby("run").step.idxmax()].reset_index(drop=True)
 
 
-def probe_classes(plan: Mapping[str, Experiment]) -> pd.DataFrame:
+def probe_classes(declared: Mapping[str, Experiment]) -> pd.DataFrame:
     """Class counts of the sample every probe reads (the first `probe` training examples of the first seed's data;
     the true labels for the shuffled pair): one row per experiment — every class must be present."""
     rows, built = [], {}
-    for name, exp in plan.items():
+    for name, exp in declared.items():
         config = exp.configs[0]
         task = config.task.replace(shuffle_labels=False) if hasattr(config.task, "shuffle_labels") else config.task
         key = (task.digest(), config.seed)

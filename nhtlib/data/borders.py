@@ -27,7 +27,7 @@ import torch
 from ..config import check_choice, check_range, not_identity
 from . import Dataset, ImageCodec, Split, TaskConfig
 from .cifar import MEAN, STD, CIFARTask
-from .codec import border_mask, draw_border  # noqa: F401  (their home was this module; kept importable from here)
+from .codec import border_mask, draw_border, standardise  # noqa: F401  (their home was this module; importable here)
 
 # matplotlib's "tab10" colours (RGB in [0, 1]) with its gray (index 7) replaced by black, since a gray border would
 # be invisible on the shortcut split's gray images; class c gets PALETTE[c]
@@ -46,13 +46,6 @@ def border_classes(labels: torch.Tensor, rho: float, n_classes: int, generator: 
     keep = torch.rand(n, generator=generator) < rho
     other = (labels + torch.randint(1, n_classes, (n,), generator=generator)) % n_classes
     return torch.where(keep, labels, other)
-
-
-def standardise(images: torch.Tensor, mean, std, inverse: bool = False) -> torch.Tensor:
-    """(x - mean) / std per channel; inverse=True maps standardised images back to [0, 1] (for display)."""
-    m = torch.tensor(mean, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
-    return images * s + m if inverse else (images - m) / s
 
 
 def border_splits(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor, *,

@@ -283,7 +283,7 @@ class CelebATask(TaskConfig):
 
         def images(idx: np.ndarray) -> torch.Tensor:
             # the uint8 images resized at load (Pillow's box filter, at image_size): the codec only divides by 255
-            # and standardises them, the very steps of the float tensors built here before (`to_float`)
+            # and standardises them, the very steps of the float tensors built here before
             return x[torch.from_numpy(idx)]
 
         n_ids = len(np.unique(data["identity"])) if data["identity"] is not None else None

@@ -329,17 +329,6 @@ def balanced_subset(y: torch.Tensor, n: int, n_classes: int) -> torch.Tensor:
     return class_interleaved_order(y, n_classes)[:n]
 
 
-def to_float(x: torch.Tensor, image_size: int, mean, std) -> torch.Tensor:
-    """uint8 (N, C, H, W) -> standardised float32, area-downsampled to image_size (all at once; the tasks decode
-    batch by batch with the same steps, `nhtlib.data.codec.ImageCodec`)."""
-    out = x.float() / 255.0
-    if image_size != out.shape[-1]:
-        out = torch.nn.functional.interpolate(out, size=(image_size, image_size), mode="area")
-    m = torch.tensor(mean).view(1, -1, 1, 1)
-    s = torch.tensor(std).view(1, -1, 1, 1)
-    return (out - m) / s
-
-
 @dataclass(frozen=True)
 class CIFARTask(TaskConfig):
     """A class-balanced CIFAR subset. n_train / n_test: examples (None = all), in class-interleaved order (every
@@ -384,7 +373,7 @@ class CIFARTask(TaskConfig):
         return class_interleaved_order(y, c)[:n]
 
     def codec(self) -> ImageCodec:
-        """How the stored uint8 images become model inputs: /255, area down-sampling, standardisation (`to_float`)."""
+        """How the stored uint8 images become model inputs: /255, area down-sampling, standardisation."""
         return ImageCodec(MEAN[self.dataset], STD[self.dataset], image_size=self.image_size)
 
     def build(self, seed: int) -> Dataset:
@@ -396,7 +385,7 @@ class CIFARTask(TaskConfig):
         for split, n, field in (("train", self.n_train, "n_train"), ("test", self.n_test, "n_test")):
             x, y = arrays[split]
             idx = self._subset(y, n, field, split, info)
-            x, y = x[idx], y[idx]  # stored as uint8 (N, 3, 32, 32); `codec` decodes batches like `to_float`
+            x, y = x[idx], y[idx]  # stored as uint8 (N, 3, 32, 32); `codec` decodes them batch by batch
             if split == "train" and self.shuffle_labels:
                 y = torch.randint(0, c, y.shape, generator=torch.Generator().manual_seed(self.shuffle_seed))
             splits[split] = Split(x, y, codec=codec)

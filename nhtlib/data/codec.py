@@ -10,8 +10,9 @@ used (`ImageCodec.decode`), in this order:
    image (the coloured-border shortcut, `nhtlib.data.borders`);
 4. per-channel standardisation (x - mean) / std.
 
-These are the steps, in the order, of the float tensors the image tasks built on the CPU before (`cifar.to_float`,
-`borders.border_splits`), so the decoded floats are those tensors (up to float32 rounding).
+These are the steps, in the order, of the float tensors the image tasks built on the CPU before (whole splits at
+once), so the decoded floats are those tensors (up to float32 rounding). `standardise` is the one standardisation
+of the book (its inverse shows images on the page).
 """
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def draw_border(images: torch.Tensor, colours: torch.Tensor, width: int) -> torc
     """images (N, 3, H, W) in [0, 1], colours (N, 3) -> a copy with the frame pixels set to each image's colour."""
     mask = border_mask(images.shape[-1], width, images.device)
     return torch.where(mask, colours[:, :, None, None].to(images.dtype), images)
+
+
+def standardise(images: torch.Tensor, mean, std, inverse: bool = False) -> torch.Tensor:
+    """(x - mean) / std per channel of images (N, C, H, W); inverse=True maps standardised images back to [0, 1]
+    (for display). mean, std: per-channel sequences or tensors on the [0, 1] pixel scale."""
+    m = _float32(mean).to(images.device, images.dtype).view(1, -1, 1, 1)
+    s = _float32(std).to(images.device, images.dtype).view(1, -1, 1, 1)
+    return images * s + m if inverse else (images - m) / s
 
 
 def _float32(values) -> torch.Tensor:
@@ -124,7 +133,5 @@ class ImageCodec:
                 raise ValueError(f"border indices {tuple(border.shape)} do not match the images' {tuple(lead)}")
             colours = self.palette.to(out.device)[border.reshape(-1).to(out.device, torch.int64)]
             out = draw_border(out, colours, self.border_width)
-        m = self.mean.to(out.device, out.dtype).view(1, -1, 1, 1)
-        s = self.std.to(out.device, out.dtype).view(1, -1, 1, 1)
-        out = (out - m) / s
+        out = standardise(out, self.mean, self.std)
         return out.reshape(*lead, *out.shape[1:])

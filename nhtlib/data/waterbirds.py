@@ -327,11 +327,6 @@ def build_standin(data_root: str | None = None, image_size: int = 64, correlatio
     return {"x": x, "y": y, "a": a, "donor": donors, "train": train, "table": cub["table"], "data": cub["data"]}
 
 
-def _standardise(x: torch.Tensor) -> torch.Tensor:
-    m, s = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
-    return (x - m) / s
-
-
 @dataclass(frozen=True)
 class WaterbirdsTask(TaskConfig):
     """Waterbirds groups: y = waterbird, a = water background (see the module docstring).
@@ -377,12 +372,7 @@ class WaterbirdsTask(TaskConfig):
             eval_idx = np.flatnonzero(data["split"] == EVAL_SPLITS[self.eval_split])
             x = data["x"]
             # the uint8 images resized and cropped at load: the codec divides by 255 and standardises batch by
-            # batch, the very steps of the float tensors built here before (`_standardise`)
-            codec = ImageCodec(MEAN, STD, image_size=self.image_size)
-
-            def stored(idx):
-                return x[torch.from_numpy(idx)]
-
+            # batch, the very steps of the float tensors built here before
             note = (f"Waterbirds (Sagawa et al. 2020) from {data['folder'].name}/: {len(y):,} images; train "
                     f"{len(train_idx):,}, {self.eval_split} {len(eval_idx):,}; a = place (1 water).")
         else:
@@ -391,14 +381,10 @@ class WaterbirdsTask(TaskConfig):
             y, a = data["y"], data["a"]
             train_idx, eval_idx = np.flatnonzero(data["train"]), np.flatnonzero(~data["train"])
             x = data["x"]
-            # left in float: the stand-in is composited in float at image_size (resized birds pasted on resized
-            # backgrounds, clamped), so uint8 storage would round its pixels (up to 1/510) and change the data a
-            # cached run was trained on while its identity stays the same
-            codec = None
-
-            def stored(idx):
-                return _standardise(x[torch.from_numpy(idx)])
-
+            # kept as float pixels in [0, 1] (the codec standardises them batch by batch): the stand-in is
+            # composited in float at image_size (resized birds pasted on resized backgrounds, clamped), so uint8
+            # storage would round its pixels (up to 1/510) and change the data a cached run was trained on while
+            # its identity stays the same
             tg = count_groups(y[train_idx], a[train_idx])
             aligned = tg[(0, 0)] + tg[(1, 1)]
             note = (f"CUB stand-in for Waterbirds (not the Waterbirds data set): {len(y):,} real CUB-200-2011 photos "
@@ -414,7 +400,11 @@ class WaterbirdsTask(TaskConfig):
                 raise ValueError(f"n_train={self.n_train} but the training split has only {len(train_idx)} images")
             train_idx = train_idx[stratified_subset(2 * y[train_idx] + a[train_idx], self.n_train,
                                                     self.construction_seed)]
+        def stored(idx):
+            return x[torch.from_numpy(idx)]
+
         return grouped_dataset(stored(train_idx), y[train_idx], a[train_idx], stored(eval_idx), y[eval_idx],
                                a[eval_idx], eval_split=self.eval_split, target="waterbird",
-                               spurious="water background", note=note, codec=codec, source=self.source,
+                               spurious="water background", note=note,
+                               codec=ImageCodec(MEAN, STD, image_size=self.image_size), source=self.source,
                                data=data["data"])
