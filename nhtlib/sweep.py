@@ -30,6 +30,9 @@ from .regimes import diverged_step
 from .train import ExtraMetrics, train
 
 
+DECODE_UP_FRONT_BYTES = 10 ** 9  # image data whose floats fit in this are decoded once, not at every step
+
+
 @dataclass(frozen=True)
 class RunConfig(Config):
     task: TaskConfig
@@ -226,7 +229,7 @@ def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, dev
     if eval_batch_size is not None and eval_batch_size != first.train.eval_batch_size:
         first = first.replace(train=first.train.replace(eval_batch_size=eval_batch_size))
     seeds = [c.seed for c in configs]
-    data = stack_members([c.task.build(c.seed) for c in configs]).to(device)
+    data = stack_members([c.task.build(c.seed) for c in configs]).to(device).decoded_if_small(DECODE_UP_FRONT_BYTES)
     model = first.model.build(data.input_shape, data.n_classes, seeds).to(device)
     batch_key = stable_hash(sorted(keys), length=24)
     checkpoint = cache.checkpoint_path(batch_key)

@@ -4,6 +4,7 @@ float inputs the tasks built before, keep one copy of images the members share, 
 The reference implementations below are copies of the float construction the image tasks used before the uint8
 splits (cifar.to_float, borders.border_splits, BorderCIFARTask.build, train.select / first_examples)."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -358,6 +359,27 @@ def test_training_on_uint8_border_data_matches_the_float_data():
     for a, b in zip(tables_new, tables_old):
         cols = [c for c in a.columns if c.endswith(("_loss", "_acc")) or c.startswith("norm_sq")]
         np.testing.assert_allclose(a[cols].to_numpy(), b[cols].to_numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_decoding_a_small_data_set_up_front_changes_no_result():
+    """A batch of the decoded split is the decoded batch: training on data decoded once gives the very tables of
+    decoding every batch; data over the budget stay encoded."""
+    tx, ty = random_images(40, 16, seed=14)
+    vx, vy = random_images(20, 16, seed=15)
+    seeds = [0, 1]
+    data = stack_members([Dataset(borders.border_splits(tx, ty, vx, vy, rho=0.6, width=2, n_classes=C, seed=s,
+                                                        image_size=8), C) for s in seeds])
+    decoded = data.decoded_if_small(10 ** 9)
+    assert all(split.codec is None for split in decoded.splits.values())
+    assert decoded.splits["train"].inputs().shape == (2, 40, 3, 8, 8)  # per-member borders: one copy per member
+    assert data.splits["train"].decoded_nbytes == 4 * 2 * 40 * 3 * 8 * 8
+    assert data.decoded_if_small(data.splits["train"].decoded_nbytes - 1) is data
+    cfg = nht.TrainConfig(steps=6, n_logs=3, batch_size=8, lr=1e-2)
+    model = nht.models.config("mlp", hidden=(16,))
+    tables = [nht.train.train(model.build(d.input_shape, C, seeds), d, cfg, seeds=seeds, progress=False)
+              for d in (data, decoded)]
+    for a, b in zip(*tables):
+        pd.testing.assert_frame_equal(a.drop(columns="wall_s"), b.drop(columns="wall_s"))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -13,6 +13,7 @@ floats reads `Split.inputs` (or `Split.decoded`); ``split.x`` is what is stored.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -115,6 +116,15 @@ class Split:
             return self
         return Split(self.inputs(), self.y, self.per_member)
 
+    @property
+    def decoded_nbytes(self) -> int:
+        """Bytes `decoded` would hold: float32 inputs, one copy per member unless the members share the images and
+        their frames (0 for a split without codec: it is decoded already)."""
+        if self.codec is None:
+            return 0
+        copies = self.y.shape[0] if self.x_per_member or self.border_per_member else 1
+        return 4 * copies * self.size * math.prod(self.input_shape)
+
     def take(self, idx: torch.Tensor | None, k_members: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Model inputs and labels of examples `idx`, decoded on the split's device.
 
@@ -187,6 +197,14 @@ class Dataset:
     def nbytes(self) -> int:
         """Resident bytes of all splits, a storage that several splits share (e.g. test images) counted once."""
         return resident_bytes([t for split in self.splits.values() for t in split.tensors()])
+
+    def decoded_if_small(self, max_bytes: int) -> "Dataset":
+        """The Dataset with every split decoded up front (`Split.decoded`) when all the floats together take at most
+        max_bytes, else itself. Decoding is per image, so a batch of the decoded split equals the decoded batch: the
+        results are the same, and small data sets skip the per-step decode (uint8 storage pays off for large ones)."""
+        if sum(split.decoded_nbytes for split in self.splits.values()) > max_bytes:
+            return self
+        return Dataset({k: v.decoded() for k, v in self.splits.items()}, self.n_classes, self.meta)
 
     def to(self, device) -> "Dataset":
         moved: dict = {}  # shared tensors stay shared on the device

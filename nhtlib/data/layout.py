@@ -10,6 +10,7 @@ elsewhere the sizes are exact (tested against real builds in tests/test_plan.py)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import TaskConfig
@@ -27,6 +28,10 @@ def _sizes(task: TaskConfig, dataset: str) -> dict[str, int]:
     """Examples per split of what the task will read: the inventory's counts when present, else the full set's."""
     found = inventory(task)
     return dict(found.found) if found is not None and found.present else dict(FULL_SIZES[dataset])
+
+
+UINT8_CIFAR = 3 * 32 * 32  # CIFAR images are kept at 32 px as uint8 and down-sampled when a batch is decoded
+LABEL = 8  # an int64 label
 
 
 @dataclass(frozen=True)
@@ -52,23 +57,12 @@ class DataLayout:
 
     def __post_init__(self) -> None:
         if self.shared_bytes_per_example < 0:
-            object.__setattr__(self, "shared_bytes_per_example", 4 * _elements(self.input_shape) + 8)
+            object.__setattr__(self, "shared_bytes_per_example", 4 * math.prod(self.input_shape) + LABEL)
 
     def data_bytes(self, members: int) -> float:
         """Resident bytes of the data of `members` members trained together (train and evaluation splits)."""
         n = self.n_train + self.n_eval
         return n * (self.shared_bytes_per_example + members * self.member_bytes_per_example)
-
-
-def _elements(shape: tuple[int, ...]) -> int:
-    size = 1
-    for d in shape:
-        size *= d
-    return size
-
-
-UINT8_CIFAR = 3 * 32 * 32  # CIFAR images are kept at 32 px as uint8 and down-sampled when a batch is decoded
-LABEL = 8  # an int64 label
 
 
 def _cifar(task: CIFARTask) -> DataLayout:
