@@ -328,7 +328,7 @@ def plan_text(chapter: str, scale: str, device: str, data_root: str | None) -> s
     """The planner's table of one chapter, its summary line and the data check's verdict, as text."""
     import pandas as pd
 
-    from .plan import plan_chapter
+    from .book import plan_chapter
 
     planned = plan_chapter(chapter, scale, device, data_root=data_root)
     with pd.option_context("display.width", 250, "display.max_columns", 30):

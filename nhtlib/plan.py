@@ -567,14 +567,3 @@ def plan_sweeps(chapter: str, scale: str, sweeps: Sequence[Sweep], device: Devic
         out.data_check = f"the run would refuse to start — {err}"
     out.planning_s = time.perf_counter() - t0
     return out
-
-
-def plan_chapter(chapter: str, scale: str = "cpu", device: str = "cpu", *, data_root: str | None = None,
-                 time_here: bool = True) -> ChapterPlan:
-    """Plan chapter `chapter` (a notebook name, e.g. '03_border_cifar') at `scale` on `device` ('cpu' = here, or a
-    name of `DEVICES`)."""
-    from .book import SWEEPS
-
-    if chapter not in SWEEPS:
-        raise ConfigError(f"chapter={chapter!r} has no declared sweeps; choose one of {', '.join(SWEEPS)}")
-    return plan_sweeps(chapter, scale, SWEEPS[chapter](scale, data_root), device_spec(device), time_here=time_here)

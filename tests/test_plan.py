@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nhtlib import plan
-from nhtlib.book import SWEEPS
+from nhtlib.book import SWEEPS, plan_chapter
 from nhtlib.config import TrainConfig
 from nhtlib.data.borders import BorderCIFARTask
 from nhtlib.data.inventory import IncompleteDataError
@@ -195,8 +195,8 @@ def test_the_paper_guard_names_what_is_missing_what_was_found_and_where_it_goes(
 def test_every_chapter_is_planned_at_every_scale_without_training(chapter, tmp_path, monkeypatch):
     monkeypatch.setenv("NHT_RESULTS", str(tmp_path))  # nothing may be written to the real cache
     root = str(SHARED) if SHARED.is_dir() else str(tmp_path)
-    smoke = plan.plan_chapter(chapter, "smoke", "cpu", data_root=root, time_here=chapter == "01_toy_norm_hierarchy")
-    paper = plan.plan_chapter(chapter, "paper", "h200", data_root=root)
+    smoke = plan_chapter(chapter, "smoke", "cpu", data_root=root, time_here=chapter == "01_toy_norm_hierarchy")
+    paper = plan_chapter(chapter, "paper", "h200", data_root=root)
     for planned in (smoke, paper):
         assert planned.groups and planned.flops > 0 and planned.seconds > 0
         assert all(g.members_per_call >= 1 and g.peak_bytes <= plan.H200.memory_bytes for g in planned.groups)

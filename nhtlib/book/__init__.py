@@ -11,7 +11,8 @@ like the paper: the claim, the set-up in a few lines, the run (cached), the figu
 * `richness` — chapter 5, dynamical richness D_LR (Nam et al.): Shortcut MNIST (ours), grokking, α, BatchNorm, ResNet18.
 
 Every module declares its sweeps (`sweeps(preset, data_root, first_seed)`: the members it trains, as
-`nhtlib.sweep.Sweep`); `SWEEPS` maps each chapter to them at a scale, for the compute planner (`nhtlib.plan`).
+`nhtlib.sweep.Sweep`); `SWEEPS` maps each chapter to them at a scale, and `plan_chapter` plans one with the
+compute planner (`nhtlib.plan`).
 """
 from . import toy  # noqa: F401
 from . import grokking  # noqa: F401
@@ -30,3 +31,17 @@ def _sweeps_of(module):
 
 # chapter -> fn(scale, data_root=None, first_seed=0) -> [Sweep]: what the compute planner plans (`nhtlib.plan`)
 SWEEPS = {m.CHAPTER: _sweeps_of(m) for m in (toy, grokking, borders, celeba_waterbirds, richness)}
+
+
+def plan_chapter(chapter: str, scale: str = "cpu", device: str = "cpu", *, data_root: str | None = None,
+                 time_here: bool = True):
+    """The compute plan (`nhtlib.plan.ChapterPlan`) of chapter `chapter` (a notebook name, e.g. '03_border_cifar')
+    at `scale` on `device` ('cpu' = here, or a name of `nhtlib.plan.DEVICES`). It lives here, not in
+    `nhtlib.plan`, so that the training side never imports the chapters."""
+    from .. import plan
+    from ..config import ConfigError
+
+    if chapter not in SWEEPS:
+        raise ConfigError(f"chapter={chapter!r} has no declared sweeps; choose one of {', '.join(SWEEPS)}")
+    return plan.plan_sweeps(chapter, scale, SWEEPS[chapter](scale, data_root), plan.device_spec(device),
+                            time_here=time_here)
