@@ -28,13 +28,16 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-# The book, every chapter executed at the default scale (cpu) unless NHT_SCALE is set in the environment.
+# The book, every chapter executed at the default scale (cpu) unless NHT_SCALE is set in the environment: the
+# chapters one at a time with progress (chapters whose page would not change are skipped), a table of wall time per
+# chapter, then the site from the executed notebooks (nhtlib/build.py).
 book: venv
-	$(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
-	@echo "open _build/html/index.html"
+	$(PY) -m nhtlib.build --sphinx-flags "$(BOOK_FLAGS)"
 
+# Every chapter at smoke scale as nbval items (one per cell: a failure names the chapter and the cell), then the
+# library tests and the end-to-end book test, which builds the site from those executions (conftest.py).
 test: venv
-	$(PY) -m pytest -q --durations=10 tests
+	$(PY) -m pytest -q --durations=10 --nbval-lax --nbval-current-env notebooks tests
 
 clean:
 	rm -rf _build .jupyter_cache .pytest_cache

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -250,9 +251,44 @@ def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict
             "started_at": stamp(started), "finished_at": stamp(started + wall_s), "wall_time_s": round(wall_s, 3)}
 
 
+@dataclasses.dataclass(frozen=True)
+class ChapterRuns:
+    """The runs a chapter reads (its declared sweeps, `nhtlib.book.SWEEPS`) and what makes its page: `identity`
+    (`nhtlib.provenance.chapter_identity`), the distinct run keys, the seeds, and how many runs are cached now."""
+
+    identity: str
+    keys: tuple[str, ...]
+    seeds: tuple[int, ...]
+    cached: int
+
+    @property
+    def missing(self) -> int:
+        return len(self.keys) - self.cached
+
+
+def chapter_runs(name: str, parameters: dict[str, Any] | None = None, *,
+                 notebook_dir: str | os.PathLike | None = None) -> ChapterRuns:
+    """The chapter's runs and page identity for these parameters (scale, seed and data_root as the notebook reads
+    them; a chapter without declared sweeps has no runs and its identity is its cells, parameters and library)."""
+    from . import provenance
+    from .cache import RunCache
+
+    parameters = dict(parameters or {})
+    path = notebook_path(name, notebook_dir)
+    declared = notebook_parameters(path)
+    scale, seed = _scale_of(parameters), _seed_of(parameters, declared)
+    data_root = parameters.get("data_root")
+    sweeps = provenance.sweeps_of(path.stem, scale, data_root, int(seed or 0)) if scale in SCALES else None
+    runs = provenance.runs_of(sweeps)
+    cache = RunCache()
+    cached = sum(cache.meta(key) is not None for key in runs["keys"])
+    identity = provenance.chapter_identity(path, {"scale": scale, **parameters}, runs["keys"], source_hash())
+    return ChapterRuns(identity, tuple(runs["keys"]), tuple(runs["seeds"]), cached)
+
+
 def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str | os.PathLike | None = None, *,
                 notebook_dir: str | os.PathLike | None = None, progress: bool | None = None,
-                log_output: bool = False) -> Path:
+                log_output: bool = False, trained_before: int = 0, train_time_s: float = 0.0) -> Path:
     """Execute chapter `name` with papermill into a staging folder; on success swap it in as the chapter's results
     folder (see the module docstring) and return the path of the executed notebook.
 
@@ -261,6 +297,12 @@ def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str
     ``results/<scale>/<chapter>/executed.ipynb`` (``results/<scale>/seed-<s>/<chapter>/`` for a seed s != 0).
     notebook_dir: the folder holding the chapter notebooks; default the book's ``notebooks/``.
     progress: papermill's progress bar; default on, except at smoke scale (tests) and for an invalid scale.
+    trained_before, train_time_s: runs of this chapter the caller trained just before (the book builder trains a
+    chapter's sweeps with progress bars first) and how long that took; the page's provenance box counts them as
+    trained for this page.
+
+    The executed notebook opens with a provenance box (`nhtlib.provenance.box_markdown`) and run.json records the
+    page's identity (`chapter_runs`), the device, torch, the seeds and the runs trained and read from the cache.
 
     Raises ChapterError (with the notebook's exception name and message, and the failed notebook's path) when the
     notebook fails; the chapter's results folder is then left as it was.
@@ -282,6 +324,8 @@ def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str
     staged = scratch / scale / path.stem
     staged.mkdir(parents=True)
     executed = staged / "executed.ipynb"
+    # a scale the notebook rejects fails in its first cell, before any record is made
+    runs = chapter_runs(path.stem, parameters, notebook_dir=notebook_dir) if scale in SCALES else None
     try:
         started, t0 = time.time(), time.perf_counter()
         try:
@@ -292,14 +336,56 @@ def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str
             failed = _keep_failed(executed, final, scale, output)
             raise ChapterError(f"chapter {path.stem!r} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
                                f"(failed notebook: {failed}; results in {final} left as they were)") from err
-        record = _run_record(path, parameters, declared, scale, seed, started, time.perf_counter() - t0)
-        atomic_write_bytes(staged / "run.json", json.dumps(record, indent=1, default=str).encode())
+        finish_run(path, executed, parameters, runs, started, time.perf_counter() - t0,
+                   trained_before=trained_before, train_time_s=train_time_s)
         if output is not None:
             atomic_write_bytes(output, executed.read_bytes())
         _swap_in(staged, final, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return output if output is not None else final / "executed.ipynb"
+
+
+def finish_run(path: Path, executed: Path, parameters: dict[str, Any], runs: ChapterRuns, started: float,
+               wall_s: float, *, trained_before: int = 0, train_time_s: float = 0.0) -> dict[str, Any]:
+    """Complete a successful execution of the chapter notebook `path` whose executed copy is `executed` (in the
+    chapter's results or staging folder): open it with the provenance box and write run.json beside it (returned).
+    `runs`: `chapter_runs` taken before the notebook ran (its missing runs were trained by it)."""
+    declared = notebook_parameters(path)
+    scale, seed = _scale_of(parameters), _seed_of(parameters, declared)
+    record = _run_record(path, parameters, declared, scale, seed, started, wall_s)
+    record.update(_provenance(runs, parameters, trained_before, train_time_s))
+    record["wall_time_s"] = round(wall_s + train_time_s, 3)
+    _add_box(executed, record, executed.parent)
+    atomic_write_bytes(executed.parent / "run.json", json.dumps(record, indent=1, default=str).encode())
+    return record
+
+
+def _provenance(runs: ChapterRuns, parameters: dict[str, Any], trained_before: int,
+                train_time_s: float) -> dict[str, Any]:
+    """The provenance part of run.json: the page identity, device, torch, seeds and runs (those missing from the
+    cache before the notebook ran were trained by it; `trained_before` by the caller just before)."""
+    import torch
+
+    from .config import resolve_device
+    from .provenance import device_description
+
+    device = resolve_device(str(parameters.get("device", "auto")))
+    return {"identity": runs.identity, "device": device_description(device), "torch_version": torch.__version__,
+            "seeds": list(runs.seeds), "runs": len(runs.keys),
+            "runs_trained": min(len(runs.keys), runs.missing + trained_before), "train_time_s": round(train_time_s, 3)}
+
+
+def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
+    """Open the executed notebook with its provenance box (the verdicts from the claims.csv it wrote, if any)."""
+    import pandas as pd
+
+    from .provenance import box_markdown, insert_box, label_sections
+
+    claims_csv = folder / "claims.csv"
+    claims = pd.read_csv(claims_csv) if claims_csv.exists() else None
+    sections = label_sections(executed, record["chapter"])  # the verdicts at a glance link to their sections
+    insert_box(executed, box_markdown(record, claims, download=f"{record['chapter']}.ipynb", sections=sections))
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -352,7 +438,13 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ChapterUsageError(f"plan takes the parameters scale and data_root; got {', '.join(unknown)}")
             scale = _scale_of(parameters)
+            from .book import READS_OTHERS
+
             chapters = list_chapters() if args.chapter == "all" else [notebook_path(args.chapter).stem]
+            if args.chapter == "all":
+                for chapter in (c for c in chapters if c in READS_OTHERS):
+                    print(f"{chapter}: trains nothing of its own (it reads the runs of the chapters before it)")
+                chapters = [c for c in chapters if c not in READS_OTHERS]
             for chapter in chapters:
                 print(plan_text(chapter, scale, args.device, parameters.get("data_root")), flush=True)
             return 0

@@ -69,6 +69,17 @@ class Sweep:
     extra_metrics_key: str | None = None
     probe_examples: int = 0
 
+    def member_keys(self) -> list[str]:
+        """The distinct run-cache keys of the sweep's members (first-seen order)."""
+        return list(dict.fromkeys(member_keys(self.configs, metrics_identity(self.extra_metrics,
+                                                                            self.extra_metrics_key))))
+
+    def cached(self, cache: RunCache | None = None) -> tuple[int, int]:
+        """(distinct members, how many of them are in the run cache now): what a run would read, not train."""
+        cache = cache or RunCache()
+        keys = self.member_keys()
+        return len(keys), sum(cache.meta(key) is not None for key in keys)
+
     def run(self, *, device: str = "auto", progress: bool = True, cache: RunCache | None = None) -> pd.DataFrame:
         """Every member's table, trained or read from the cache (`run`)."""
         return run(list(self.configs), device=device, cache=cache, progress=progress, desc=self.name,
@@ -140,6 +151,32 @@ def data_identity(task: TaskConfig) -> tuple[str, str]:
     return task.digest(), str(getattr(task, "data_root", None))
 
 
+def data_fingerprints(configs: Sequence[RunConfig]) -> dict[tuple[str, str], str | None]:
+    """One data fingerprint (`TaskConfig.data_fingerprint`) per distinct task and data copy among `configs`, keyed
+    by `data_identity` (data_root is not in the task's digest, but its files are)."""
+    fingerprints: dict[tuple[str, str], str | None] = {}
+    for c in configs:
+        if data_identity(c.task) not in fingerprints:
+            fingerprints[data_identity(c.task)] = c.task.data_fingerprint()
+    return fingerprints
+
+
+def metrics_identity(extra_metrics: ExtraMetrics | None, extra_metrics_key: str | None = None) -> str | None:
+    """What names a run's extra metrics in its cache key: `extra_metrics_key`, else the function's module and
+    qualified name (None without extra metrics)."""
+    if extra_metrics is None:
+        return None
+    return extra_metrics_key or f"{extra_metrics.__module__}.{extra_metrics.__qualname__}"
+
+
+def member_keys(configs: Sequence[RunConfig], metrics_id: str | None = None,
+                fingerprints: dict[tuple[str, str], str | None] | None = None) -> list[str]:
+    """The run-cache key of every config (`member_key`), in order; `fingerprints` as from `data_fingerprints`
+    (computed when not given)."""
+    fingerprints = fingerprints if fingerprints is not None else data_fingerprints(configs)
+    return [member_key(c, fingerprints[data_identity(c.task)], metrics_id) for c in configs]
+
+
 def batch_groups(configs: Sequence[RunConfig]) -> list[list[int]]:
     """Positions in `configs` of the members trained together (equal `RunConfig.batch_signature`: they differ in
     seed, lr and weight decay only), groups in first-seen order. The run and the compute planner both group so."""
@@ -163,15 +200,8 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
         raise ValueError("run() needs at least one RunConfig")
     cache = cache or RunCache()
     device = resolve_device(device)
-    metrics_id = None
-    if extra_metrics is not None:
-        metrics_id = extra_metrics_key or f"{extra_metrics.__module__}.{extra_metrics.__qualname__}"
-    # one data fingerprint per distinct task and data copy (data_root is not in the task's digest, but its files are)
-    fingerprints: dict[tuple, str | None] = {}
-    for c in configs:
-        if data_identity(c.task) not in fingerprints:
-            fingerprints[data_identity(c.task)] = c.task.data_fingerprint()
-    keys = [member_key(c, fingerprints[data_identity(c.task)], metrics_id) for c in configs]
+    fingerprints = data_fingerprints(configs)
+    keys = member_keys(configs, metrics_identity(extra_metrics, extra_metrics_key), fingerprints)
     tables: dict[str, pd.DataFrame] = {}
     todo: list[int] = []  # indices of the configs to train (one per distinct key)
     queued: set[str] = set()

@@ -1,7 +1,11 @@
-"""End-to-end checks of the book: every chapter at smoke scale, the chapter runner's errors, the Jupyter Book
-build (warnings are errors) and the built pages in a real headless browser (offline MathJax, images, tables).
+"""End-to-end checks of the book: the chapter runner's errors, the book builder (every chapter at smoke scale, then
+the Jupyter Book site with warnings as errors; a second build trains and executes nothing) and the built pages in a
+real headless browser (offline MathJax, images, tables, the provenance box, figure and table sizes).
 
-Everything runs at scale 'smoke' and writes into temporary folders (NHT_RESULTS), never into results/.
+Every chapter is executed once: by nbval (`make test` runs the notebooks as ``pytest --nbval-lax`` items first; the
+root conftest.py keeps their outputs as the chapters' results in $NHT_BOOK_RESULTS, which this module reads), or,
+when this module runs alone, by the book builder itself. Everything runs at scale 'smoke' and writes into temporary
+folders, never into results/.
 """
 from __future__ import annotations
 
@@ -30,8 +34,10 @@ BOOK_TIMEOUT_S = 1500
 
 @pytest.fixture(scope="module", autouse=True)
 def smoke_env(tmp_path_factory):
-    """One temporary results folder for the whole module (so the book build reuses the chapters' run cache)."""
-    results = tmp_path_factory.mktemp("results")
+    """One results folder for the whole module: the one the nbval run of the chapters filled ($NHT_BOOK_RESULTS),
+    else a new temporary one (the book builder then executes the chapters)."""
+    shared = os.environ.get("NHT_BOOK_RESULTS")
+    results = Path(shared) if shared else tmp_path_factory.mktemp("results")
     saved = {k: os.environ.get(k) for k in ("NHT_RESULTS", "NHT_SCALE")}
     os.environ["NHT_RESULTS"] = str(results)
     os.environ["NHT_SCALE"] = "smoke"
@@ -57,25 +63,12 @@ def test_repository_layout():
         assert f"notebooks/{name}" in toc, f"notebooks/{name}.ipynb is not listed in _toc.yml"
 
 
-# (a) every chapter runs at smoke scale -----------------------------------------------------------------------
+# (a) every chapter at smoke scale records what chapter 6 gathers -------------------------------------------
 
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_chapter_runs_at_smoke_scale(name, smoke_env):
-    t0 = time.perf_counter()
-    out = chapters.run_chapter(name, {"scale": "smoke"})
-    elapsed = time.perf_counter() - t0
-    assert out == smoke_env / "smoke" / name / "executed.ipynb"
-    assert out.exists()
-    assert (smoke_env / "smoke" / name / "claims.csv").exists(), f"chapter {name} did not save its claims"
-    print(f"{name} at smoke scale: {elapsed:.1f} s")
-
-
-def test_every_shortcut_domain_records_its_separation_scores(smoke_env):
-    """The S spectrum of chapter 4 gathers what chapters 1-4 recorded (run above, in this results folder)."""
+def test_every_shortcut_domain_records_its_separation_scores(smoke_env, built_book):
+    """The S spectrum of chapter 6 gathers what chapters 1-4 recorded (executed for the book, in this folder)."""
     from nhtlib import separation
 
-    if not all((smoke_env / "smoke" / name / "executed.ipynb").exists() for name in CHAPTERS):
-        pytest.skip("needs every chapter run at smoke scale first (test_chapter_runs_at_smoke_scale)")
     domains = set(separation.load("smoke").domain)
     assert {"toy (XOR, ours)", "modular arithmetic", "CIFAR-10 borders", "CelebA"} <= domains, domains
     assert any(d.startswith("Waterbirds") for d in domains), domains
@@ -133,23 +126,18 @@ def test_invalid_scale_fails_with_config_error(smoke_env):
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory, smoke_env):
+    """`python -m nhtlib.build` at smoke scale into a temporary folder: (exit status, its output, the html folder)."""
     assert (ROOT / "node_modules" / "mathjax" / "es5" / "tex-svg.js").exists(), \
         "MathJax is missing: run `npm ci` (or `make venv`) in the repository"
     out = tmp_path_factory.mktemp("book")
-    # A results folder without any claims.csv (so the scoreboard only shows what the build itself executed,
-    # which checks the read order), but with the run cache of the chapter tests (so nothing is trained twice).
-    results = tmp_path_factory.mktemp("book-results")
-    if (smoke_env / "cache").is_dir():
-        shutil.copytree(smoke_env / "cache", results / "cache")
-    jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb), "build", str(ROOT), "--path-output", str(out), "-n", "-W", "--keep-going"]
-    env = dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(results))
+    cmd = [sys.executable, "-m", "nhtlib.build", "--scale", "smoke", "--path-output", str(out)]
+    env = dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(smoke_env))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BOOK_TIMEOUT_S, env=env)
     elapsed = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
     (out / "build.log").write_text(log)
-    print(f"jupyter-book build at smoke scale: {elapsed:.1f} s")
+    print(f"book build at smoke scale: {elapsed:.1f} s\n" + proc.stdout[-3000:])
     return proc.returncode, log, out / "_build" / "html"
 
 
@@ -165,9 +153,29 @@ def test_book_builds_without_warnings(built_book):
     problems = [line for line in log.splitlines() if re.search(r"WARNING|ERROR|CRITICAL", line)
                 and "IPKernelApp" not in line]
     assert returncode == 0, "jupyter-book build failed:\n" + "\n".join(problems[:50]) + "\n...\n" + log[-4000:]
-    for page in ["book/intro.html", "book/scoreboard.html", "book/api.html"] + \
+    for page in ["book/intro.html", "book/scoreboard.html", "book/api.html", "book/reference.html"] + \
             [f"notebooks/{name}.html" for name in CHAPTERS]:
         assert (html_dir / page).exists(), page
+    assert "wall s" in log and "total" in log, "the build prints its table of wall time per chapter"
+    for i, name in enumerate(CHAPTERS, 1):
+        assert f"[chapter {i} of {len(CHAPTERS)}] {name}" in log
+
+
+def test_second_build_trains_and_executes_nothing(built_book, smoke_env):
+    """Nothing changed since the build above: every chapter is up to date, no run is trained, no page re-made."""
+    _html(built_book)
+    runs = smoke_env / "cache" / "runs"
+    before = sorted(p.name for p in runs.glob("*.json"))
+    records = {name: (smoke_env / "smoke" / name / "run.json").read_bytes() for name in CHAPTERS}
+    proc = subprocess.run([sys.executable, "-m", "nhtlib.build", "--scale", "smoke", "--no-site"],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(smoke_env)))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in CHAPTERS:
+        assert re.search(rf"{name}\s+up to date\s+\d+\s+0\s", proc.stdout), proc.stdout
+    assert "sweep " not in proc.stdout and "executing the notebook" not in proc.stdout
+    assert sorted(p.name for p in runs.glob("*.json")) == before
+    assert {name: (smoke_env / "smoke" / name / "run.json").read_bytes() for name in CHAPTERS} == records
 
 
 def test_book_is_offline(built_book):
@@ -237,8 +245,25 @@ window.addEventListener("load", function () {
       mjx: document.querySelectorAll("mjx-container").length,
       mathjax_loaded: !!(window.MathJax && MathJax.version),
       images: Array.from(document.images).map(function (im) {
-        return {src: im.getAttribute("src"), loaded: im.complete && im.naturalWidth > 0};
+        return {src: im.getAttribute("src"), loaded: im.complete && im.naturalWidth > 0,
+                natural: im.naturalWidth, shown: im.getBoundingClientRect().width,
+                alt: im.getAttribute("alt") || ""};
       }),
+      table_sizes: Array.from(document.querySelectorAll("article table")).map(function (t) {
+        var column = t.closest("article").getBoundingClientRect().width;
+        return {width: t.getBoundingClientRect().width, column: column,
+                head: (t.querySelector("tr") || {}).textContent || ""};
+      }),
+      provenance: Array.from(document.querySelectorAll(".nht-provenance")).map(function (b) {
+        return b.textContent;
+      }),
+      downloads: Array.from(document.querySelectorAll(".nht-provenance a")).map(function (a) {
+        return a.getAttribute("href") || "";
+      }).filter(function (h) { return /\\.ipynb$/.test(h); }),
+      verdict_right: Array.from(document.querySelectorAll(".nht-provenance td:nth-child(2)")).map(function (td) {
+        return td.getBoundingClientRect().right;
+      }),
+      viewport: window.innerWidth,
       text: text.join(" ")
     };
     var pre = document.createElement("pre");
@@ -251,11 +276,12 @@ window.addEventListener("load", function () {
 """
 
 
-def _probe(page: Path, profile: Path) -> dict:
-    """Open a copy of `page` (same folder, so relative links hold) that reports what the browser rendered."""
+def _probe(page: Path, profile: Path, width: int = 1400) -> dict:
+    """Open a copy of `page` (same folder, so relative links hold) in a window `width` px wide that reports what
+    the browser rendered."""
     probe_page = page.with_name(page.stem + ".nht-probe.html")
     probe_page.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
-    dom = _browse(probe_page, profile, "--dump-dom")
+    dom = _browse(probe_page, profile, "--dump-dom", f"--window-size={width},2400")
     match = re.search(r'<pre id="nht-probe"[^>]*>(.*?)</pre>', dom, re.S)
     assert match, f"the probe did not report for {page.name} (JavaScript or MathJax failed?):\n{dom[-2000:]}"
     return json.loads(html.unescape(match.group(1)))
@@ -331,6 +357,20 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
         if not src.startswith("data:"):
             assert (page.parent / src.split("#")[0].split("?")[0]).resolve().exists(), f"{name}: missing {src}"
         assert image["loaded"], f"{name}: image {src[:80]} did not load"
+    # the provenance box opens the page, with the download link and the command that re-runs the chapter
+    assert report["provenance"], f"{name}: no provenance box"
+    box = report["provenance"][0]
+    for fact in ("scale", "device", "torch", "commit", "nhtlib source", "seeds", "runs", "wall time", "built",
+                 f"python -m nhtlib.chapters run {name}", "Verdicts at a glance"):
+        assert fact in box, f"{name}: the provenance box does not say {fact!r}"
+    assert report["downloads"], f"{name}: no download link for the notebook"
+    download = (page.parent / report["downloads"][0]).resolve()
+    assert download.exists() and download.suffix == ".ipynb", f"{name}: the download link is broken"
+    _check_layout(name, report)
+    # at phone width the verdicts at a glance are visible without scrolling sideways
+    phone = _probe(page, browser_profile, width=420)
+    assert phone["verdict_right"] and max(phone["verdict_right"]) <= phone["viewport"], \
+        f"{name}: at 420 px a verdict lies beyond the screen ({max(phone['verdict_right'] or [0]):.0f} px)"
     # math, if the chapter has any, is typeset
     if 'class="math' in static_html:
         assert report["mjx"] > 0 and "<mjx-container" in dom, f"{name}: math was not typeset"
@@ -344,6 +384,24 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     with Image.open(shot) as im:
         extrema = im.convert("L").getextrema()
     assert extrema[1] - extrema[0] > 50, f"{name}: the screenshot is uniform {extrema}"
+
+
+def _check_layout(name: str, report: dict) -> None:
+    """Figures legible at the column width (none shown below 60 % of its natural width) and no table wider than
+    the column, in a window 1,400 px wide."""
+    for image in report["images"]:
+        if image["natural"]:
+            assert image["shown"] >= 0.6 * image["natural"], \
+                f"{name}: a figure is shown at {image['shown']:.0f} of its {image['natural']} px ({image['alt'][:60]})"
+    for table in report["table_sizes"]:
+        assert table["width"] <= table["column"] + 1, \
+            f"{name}: a table is {table['width']:.0f} px wide in a {table['column']:.0f} px column: {table['head'][:80]}"
+
+
+@pytest.mark.parametrize("page", ["intro", "scoreboard", "plan", "reference"])
+def test_browser_book_pages_fit_the_column(page, built_book, browser_profile):
+    _, _, html_dir = built_book
+    _check_layout(page, _probe(html_dir / "book" / f"{page}.html", browser_profile))
 
 
 def test_browser_scoreboard_page(built_book, browser_profile):

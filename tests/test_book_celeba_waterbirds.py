@@ -1,5 +1,6 @@
-"""Chapter 4's module (nhtlib.book.celeba_waterbirds): presets, claim declarations, the per-seed estimates behind its
-verdicts and NHT's Table 3 as a query, on synthetic summary tables with known answers (nothing is trained)."""
+"""Chapter 4's module (nhtlib.book.celeba_waterbirds): presets, claim declarations and the per-seed estimates behind
+its verdicts, on synthetic summary tables with known answers (nothing is trained). The S spectrum and NHT's Table 3
+moved to chapter 6 (tests/test_book_synthesis.py)."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,7 +50,7 @@ def test_claims_are_declared_once_with_the_shared_predictions():
         assert cw.CLAIMS[f"W-{pid}"] == predictions.spec(pid, "Waterbirds", prefix="W-")
     assert {cid for cid, s in cw.CLAIMS.items() if s.rule.null} == {"W-P3", "W-P4"}
     assert {cid for cid, s in cw.CLAIMS.items() if isinstance(s.rule, NotTested)} == {"C-P6", "W-P6"}
-    for cid in ("C-L1", "W-D1", "S1"):
+    for cid in ("C-L1", "W-D1"):
         assert "[paper" in cw.CLAIMS[cid].paper  # the paper's value keeps its source tag
 
 
@@ -91,8 +92,8 @@ def runs_of(c=None, w=None, wb_name=cw.STANDIN):
                           domain_runs(wb_name, cw.WATERBIRDS, summary(W_LAMS) if w is None else w))
 
 
-def verdict(cid, runs, scores=None):
-    return cw.judge(runs, scores, cid)[0].verdict
+def verdict(cid, runs):
+    return cw.judge(runs, cid)[0].verdict
 
 
 def test_p1_per_seed_and_at_least_three_seeds():
@@ -175,70 +176,9 @@ def test_p5_reads_the_pooled_runs():
 def test_p6_is_not_testable_even_where_the_law_fits():
     law = summary(W_LAMS, T_head_peak=lambda i, lam, s: 5.0 / lam + 1.0 + 0.01 * s)
     for cid, runs in (("C-P6", runs_of()), ("W-P6", runs_of(w=law))):
-        row = cw.judge(runs, None, cid)[0]
+        row = cw.judge(runs, cid)[0]
         assert row.verdict == NOT_TESTABLE and "not tested" in row.rule
     assert cw.estimate("W-P6", runs_of(w=law))[0].value == pytest.approx(1.0)  # measured, for information
-
-
-# ------------------------------------------------------------------------------------------ the S spectrum
-
-def scores_frame(means, wb=cw.STANDIN, seeds=SEEDS):
-    """Recorded separation scores: two pooled runs per (domain, seed) around the given mean S."""
-    rows = []
-    for domain, mean in means.items():
-        for s in seeds:
-            for dv in (-0.02, 0.02):
-                rows.append({"domain": wb if domain == "Waterbirds" else domain, "chapter": "any", "weight_decay": 0.1,
-                             "seed": s, "regime": "intermediate", "pooled": True, "S": mean + dv + 0.01 * s,
-                             "signal": "φ", "scale": "cpu"})
-    return pd.DataFrame(rows)
-
-
-PAPER_LIKE = {"modular arithmetic": 0.95, "CIFAR-10 borders": 0.6, "CelebA": -0.1, "Waterbirds": 0.0}
-
-
-def test_s1_orders_the_spectrum():
-    assert verdict("S1", runs_of(), scores_frame(PAPER_LIKE)) == REPRODUCED
-    swapped = {**PAPER_LIKE, "CelebA": 0.8}  # CelebA above CIFAR-10: one step of three fails
-    assert verdict("S1", runs_of(), scores_frame(swapped)) == PARTLY
-    # the stand-in's scores are read under its own name, not the real data set's
-    assert verdict("S1", runs_of(wb_name="Waterbirds"), scores_frame(PAPER_LIKE)) == NOT_TESTABLE
-    no_modular = scores_frame({k: v for k, v in PAPER_LIKE.items() if k != "modular arithmetic"})
-    row = cw.judge(runs_of(), no_modular, "S1")[0]
-    assert row.verdict == NOT_TESTABLE and "modular arithmetic" in row.ours
-    assert verdict("S1", runs_of(), scores_frame(PAPER_LIKE, seeds=(0, 1))) == INCONCLUSIVE
-
-
-def test_spectrum_table_lists_every_domain():
-    spec = cw.spectrum_table(scores_frame({"CIFAR-10 borders": 0.6, "CelebA": -0.1, "Waterbirds": 0.0}), runs_of())
-    assert list(spec.index) == ["toy (XOR, ours)", "modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
-    assert spec.loc["modular arithmetic", "runs"] == 0 and spec.loc["CelebA", "runs"] == 6
-    assert spec.loc["CelebA", "S (mean)"] == pytest.approx(-0.09)
-    assert spec.loc[cw.STANDIN, "paper S"] == "≈ 0.0" and spec.loc["CIFAR-10 borders", "chapter"] == "03_border_cifar"
-
-
-# ----------------------------------------------------------------------------------------------- Table 3
-
-def test_table3_query_puts_each_chapter_in_its_row():
-    rows = [("02_grokking", "P1", INCONCLUSIVE), ("03_border_cifar", "P1", REPRODUCED),
-            ("03_border_cifar", "P6", NOT_REPRODUCED), (cw.CHAPTER, "C-P1", REPRODUCED),
-            (cw.CHAPTER, "W-P1", NOT_REPRODUCED), (cw.CHAPTER, "W-P3", INCONCLUSIVE),
-            (cw.CHAPTER, "C-P6", NOT_TESTABLE), (cw.CHAPTER, "C-L1", REPRODUCED), ("05_dlr_batchnorm", "C-P2", PARTLY)]
-    recorded = pd.DataFrame(rows, columns=["chapter", "id", "verdict"])
-    spectrum = cw.spectrum_table(scores_frame(PAPER_LIKE), runs_of())
-    table = cw.table3(recorded, spectrum, runs_of())
-    assert list(table.index) == ["modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
-    assert table.loc["modular arithmetic", "P1"] == "✓ | inconclusive"
-    assert table.loc["CIFAR-10 borders", "P6"] == "× | not reproduced"
-    assert table.loc["CelebA", "P1"] == "✓ | reproduced" and table.loc["CelebA", "P6"] == "× | not testable here"
-    assert table.loc["CelebA", "P2"] == "✓ | not run"  # another chapter's "C-P2" is not CelebA's
-    assert table.loc[cw.STANDIN, "P1"] == "✓ | not reproduced" and table.loc[cw.STANDIN, "P3"] == "× | inconclusive"
-    assert table.loc["CelebA", "ours reproduced"] == "1/6" and table.loc["CIFAR-10 borders", "ours reproduced"] == "1/6"
-    assert table.loc["modular arithmetic", "ours reproduced"] == "0/6"
-    assert cw.table3(recorded[recorded.chapter != "02_grokking"], spectrum, runs_of()).loc[
-        "modular arithmetic", "ours reproduced"] == "not run"
-    assert table.loc["CelebA", "paper confirmed"] == "4/6" and table.loc[cw.STANDIN, "paper S"] == "≈ 0.0"
-    assert table.loc["CelebA", "our S"] == "-0.09"
 
 
 def test_domain_table_sets_the_paper_beside_ours():

@@ -130,3 +130,48 @@ def test_swap_puts_the_old_folder_back_when_the_new_one_cannot_move_in(tmp_path,
     monkeypatch.setattr(chapters.os, "replace", real_replace)
     chapters._swap_in(staged, final, scratch)
     assert (final / "claims.csv").read_text() == "new"
+
+
+# provenance: the box on top of every executed chapter, and the page identity the book builder compares --------
+
+def test_run_records_provenance_and_opens_with_the_box(notebooks):
+    executed = run(notebooks)
+    record = json.loads((results() / "run.json").read_text())
+    assert record["identity"] and record["runs"] == 0 and record["runs_trained"] == 0  # no declared sweeps
+    assert record["device"].startswith("cpu") and record["torch_version"]
+    cells = nbformat.read(str(executed), as_version=4).cells
+    box = cells[1]
+    assert "nht-provenance" in box.metadata["tags"] and "How this page was made" in box.source
+    assert record["nhtlib_source_hash"] in box.source and "scale** `smoke`" in box.source
+    assert "{download}`download this notebook <tiny.ipynb>`" in box.source
+    assert f"python -m nhtlib.chapters run {CHAPTER} -p scale smoke" in box.source
+    assert "**Verdicts at a glance** (1 claims): **1** reproduced" in box.source and "| C1 |" in box.source
+    run(notebooks)  # a re-run replaces its box, never stacks a second one
+    cells = nbformat.read(str(results() / "executed.ipynb"), as_version=4).cells
+    assert sum("nht-provenance" in c.metadata.get("tags", []) for c in cells) == 1
+
+
+def test_page_identity_tracks_cells_parameters_and_library(notebooks, monkeypatch):
+    from nhtlib import build
+
+    base = chapters.chapter_runs(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks).identity
+    assert chapters.chapter_runs(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks).identity == base
+    assert chapters.chapter_runs(CHAPTER, {"scale": "smoke", "value": "x"}, notebook_dir=notebooks).identity != base
+    assert not build.is_up_to_date(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks)[0]  # never run
+    run(notebooks)
+    assert build.is_up_to_date(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks)[0]
+    # outputs and execution counts are not what a page is made of; its cells are
+    path = notebooks / f"{CHAPTER}.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello")]
+    nb.cells[1].execution_count = 7
+    nbformat.write(nb, str(path))
+    assert build.is_up_to_date(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks)[0]
+    # an edit of the library (its source hash) makes the page stale ...
+    monkeypatch.setattr(chapters, "source_hash", lambda: "0123456789abcdef")
+    assert not build.is_up_to_date(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks)[0]
+    monkeypatch.undo()
+    # ... and so does an edit of one of its cells
+    nb.cells[2].source += "\n# edited"
+    nbformat.write(nb, str(path))
+    assert not build.is_up_to_date(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks)[0]

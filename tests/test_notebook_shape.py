@@ -12,7 +12,8 @@ ON_THE_LIBRARY = ["01_toy_norm_hierarchy",  # chapters whose presets, claims and
                   "02_grokking",
                   "03_border_cifar",
                   "04_celeba_waterbirds",
-                  "05_dlr_batchnorm"]
+                  "05_dlr_batchnorm",
+                  "06_synthesis"]
 MAX_CELL_LINES = 25
 VERDICT_WORDS = ("reproduced", "not testable", "inconclusive", "partly")
 

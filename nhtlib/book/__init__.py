@@ -9,6 +9,9 @@ like the paper: the claim, the set-up in a few lines, the run (cached), the figu
 * `borders` — chapter 3, CIFAR-10 with class-coloured borders (NHT §5.1–5.2, §5.8): λ and ρ sweeps, layers, ablation, S.
 * `celeba_waterbirds` — chapter 4, CelebA and Waterbirds (NHT §5.9–5.10): two λ sweeps, the S spectrum, Table 3.
 * `richness` — chapter 5, dynamical richness D_LR (Nam et al.): Shortcut MNIST (ours), grokking, α, BatchNorm, ResNet18.
+* `synthesis` — chapter 6, the papers read together: D_LR along chapters 1–4's transitions, a transition forecaster,
+  NHT Table 3 and the S spectrum. It trains nothing of its own (it reads chapters 1–4's D_LR-logged sweeps,
+  `probes`).
 
 Every module declares its sweeps (`sweeps(preset, data_root, first_seed)`: the members it trains, as
 `nhtlib.sweep.Sweep`); `SWEEPS` maps each chapter to them at a scale, and `plan_chapter` plans one with the
@@ -19,6 +22,7 @@ from . import grokking  # noqa: F401
 from . import richness  # noqa: F401
 from . import borders  # noqa: F401
 from . import celeba_waterbirds  # noqa: F401
+from . import synthesis  # noqa: F401
 
 
 def _sweeps_of(module):
@@ -31,6 +35,9 @@ def _sweeps_of(module):
 
 # chapter -> fn(scale, data_root=None, first_seed=0) -> [Sweep]: what the compute planner plans (`nhtlib.plan`)
 SWEEPS = {m.CHAPTER: _sweeps_of(m) for m in (toy, grokking, borders, celeba_waterbirds, richness)}
+SWEEPS[synthesis.CHAPTER] = synthesis.sweeps  # the sweeps it reads, at a scale (no preset of its own)
+# chapters that read other chapters' runs and train none of their own: a plan of the whole book leaves them out
+READS_OTHERS = (synthesis.CHAPTER,)
 
 
 def plan_chapter(chapter: str, scale: str = "cpu", device: str = "cpu", *, data_root: str | None = None,

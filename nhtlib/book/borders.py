@@ -22,13 +22,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import plan, predictions, regimes, separation
+from .. import plan, predictions, regimes, separation, tables
 from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.borders import BorderCIFARTask, standardise
 from ..data.cifar import MEAN, STD
 from ..metrics import vision
 from ..models import config as model_config
 from ..sweep import RunConfig, Sweep, grid
+from .probes import with_dlr
 from ..verdicts import (AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl,
                         interval, sd_interval)
 
@@ -125,6 +126,10 @@ PAPER_FIG1 = pd.DataFrame({"lam": PAPER_LAMBDAS,
 PAPER_FIG2 = pd.DataFrame({"rho": PAPER_RHOS, "paper clean %": [78.2, 74.8, 58.5, 10.2],
                            "paper clean % sd": [1.5, 1.8, 2.3, 0.8],
                            "paper reliance": [0.40, 0.70, 0.70, 1.00]}).set_index("rho")
+# Fig. 4 / §5.2 (λ = 0.1, ρ = 0.95, 4 seeds, 200 epochs) [paper]: the head peaks at epoch ≈ 60 and contracts 45 %
+# by epoch 200, conv1 peaks later and contracts 31 %
+PAPER_FIG4 = {"epochs": 200, "head peak epoch": 60, "head decay %": 45.0, "conv1 decay %": 31.0}
+PAPER_R = -0.43  # §5.2: Pearson r of T against 1/λ, "T ∝ 1/λ does not hold" [paper]
 PAPER_ABL = pd.DataFrame({"paper clean %": [61.6, 78.1, 50.5, 69.8], "paper decay %": [np.nan, 66, 67, np.nan],
                           "paper peak epoch": [np.nan, 50, np.nan, 60]}, index=list(MODELS))
 
@@ -184,7 +189,7 @@ def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> 
     (Experiment B), the phase diagram's extra λ's per ρ, and one ablation sweep per model (named as in `MODELS`)."""
     seeds = range(first_seed, first_seed + preset.seeds)
     base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
-    out = [Sweep("λ sweep", tuple(grid(base, seeds=seeds, weight_decays=preset.lambdas)))]
+    out = [with_dlr("λ sweep", grid(base, seeds=seeds, weight_decays=preset.lambdas))]
     rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
     out += [Sweep(f"ρ = {rho}", tuple(grid(base.replace(task=task(preset, data_root, rho)), seeds=rho_seeds,
                                            weight_decays=[LAMBDA_B]))) for rho in preset.rhos]
@@ -206,6 +211,15 @@ def _load(sweep: Sweep, preset: BorderPreset, *, device, progress) -> pd.DataFra
     runs = sweep.run(device=device, progress=progress)
     runs["epoch"] = (runs.step / steps_per_epoch(preset)).round().astype(int)
     return runs.rename(columns={"weight_decay": "lam"})
+
+
+def lambda_runs(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, device: str = "auto",
+                progress: bool = True) -> pd.DataFrame:
+    """Experiment A's run table alone (the λ sweep at ρ = 0.95, with epoch, lam and rho columns): what chapter 6
+    reads D_LR along."""
+    declared = sweeps(preset, data_root, first_seed)
+    plan.check_data(declared[:1], full=preset.full_data)
+    return _load(declared[0], preset, device=device, progress=progress).assign(rho=RHO_A)
 
 
 def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, device: str = "auto",
@@ -246,19 +260,42 @@ def _acc_columns(by) -> dict:
             "shortcut reliance": by.final_shortcut_acc.mean().round(2)}
 
 
-def table_a(runs: BorderRuns, preset: BorderPreset) -> pd.DataFrame:
-    """Table 3.1: one row per λ — regime, seeds per regime, norm quantities, accuracies, λΣη, the paper's Fig. 1."""
-    out = vision.regime_table(runs.sum_a, "lam").join(pd.DataFrame(_acc_columns(runs.sum_a.groupby("lam"))))
-    out["λΣη"] = (out.index * decay_budget(preset)).round(3)
-    return out.join(PAPER_FIG1, how="left")
+def _pm(frame: pd.DataFrame, mean: str, sd: str, spec: str = ".1f") -> list[str]:
+    return [tables.mean_sd(m, v, spec) for m, v in zip(frame[mean], frame[sd])]
 
 
-def table_b(runs: BorderRuns) -> pd.DataFrame:
-    """Table 3.2: one row per ρ — accuracies, shortcut reliance, decay, regime, the paper's Fig. 2."""
+def table_a(runs: BorderRuns, preset: BorderPreset):
+    """Table 3.1 (for people), in two parts with the paper's Fig. 1 (digitised) beside ours, one row per λ: (the
+    norm — λΣη, our and the paper's regime, seeds per regime, decay % from the peak, ours (mean ± sd) and the
+    paper's, the peak epoch and the final ‖θ‖²; the accuracies — clean % (mean ± sd) and the paper's, coloured %,
+    shortcut reliance)."""
+    full = vision.regime_table(runs.sum_a, "lam").join(pd.DataFrame(_acc_columns(runs.sum_a.groupby("lam"))))
+    full["λΣη"] = full.index * decay_budget(preset)
+    full = full.join(PAPER_FIG1, how="left")
+    norm = pd.DataFrame({"λΣη": full["λΣη"], "regime": full.regime, "paper regime": full["paper regime"],
+                         "w/i/s": full["seeds (w/i/s)"], "decay %": _pm(full, "decay %", "decay % sd"),
+                         "paper decay %": full["paper decay %"], "peak epoch": full["peak epoch"],
+                         "final ‖θ‖²": _pm(full, "V_final", "V_final sd", ",.0f")}, index=full.index)
+    acc = pd.DataFrame({"clean %": _pm(full, "clean %", "clean % sd"), "paper clean %": full["paper clean %"],
+                        "coloured %": full["coloured %"], "shortcut reliance": full["shortcut reliance"]},
+                       index=full.index)
+    return (tables.for_people(norm, formats={"λΣη": ".3g", "paper decay %": ".1f", "peak epoch": ".1f"}),
+            tables.for_people(acc, formats={"paper clean %": ".1f", "coloured %": ".1f", "shortcut reliance": ".2f"}))
+
+
+def table_b(runs: BorderRuns):
+    """Table 3.2 (for people): one row per ρ — clean accuracy and shortcut reliance (mean ± sd over seeds) beside
+    the paper's Fig. 2 (digitised), coloured accuracy, decay % and regime."""
     by = runs.sum_b.groupby("rho")
-    out = pd.DataFrame({**_acc_columns(by), "shortcut reliance sd": by.final_shortcut_acc.std().round(2),
-                        "decay %": by.decay_pct.mean().round(1), "regime": by.regime.agg(regimes.majority_regime)})
-    return out.join(PAPER_FIG2, how="left")
+    full = pd.DataFrame({**_acc_columns(by), "shortcut reliance sd": by.final_shortcut_acc.std().round(2),
+                         "decay %": by.decay_pct.mean().round(1), "regime": by.regime.agg(regimes.majority_regime)})
+    full = full.join(PAPER_FIG2, how="left")
+    out = pd.DataFrame({"clean %": _pm(full, "clean %", "clean % sd"),
+                        "paper clean %": _pm(full, "paper clean %", "paper clean % sd"),
+                        "reliance": _pm(full, "shortcut reliance", "shortcut reliance sd", ".2f"),
+                        "paper reliance": full["paper reliance"], "coloured %": full["coloured %"],
+                        "decay %": full["decay %"], "regime": full.regime}, index=full.index)
+    return tables.for_people(out, formats={"paper reliance": ".2f", "coloured %": ".1f", "decay %": ".1f"})
 
 
 def rho_curves(runs: BorderRuns) -> pd.DataFrame:
@@ -287,12 +324,18 @@ def layer_view(runs: BorderRuns, lam: float) -> tuple[pd.DataFrame, pd.DataFrame
     return long, view.assign(ratio=view[f"norm_sq:{HEAD}"] / view[f"norm_sq:{BODY}"])
 
 
-def layer_table(runs: BorderRuns, lam: float) -> pd.DataFrame:
-    """Table 3.3: per layer, peak epoch and decay % from the peak at λ (means over seeds)."""
+def layer_table(runs: BorderRuns, lam: float):
+    """Table 3.3 (for people): per layer, peak epoch and decay % from the peak at λ (means over seeds), beside the
+    paper's Fig. 4 (λ = 0.1, 200 epochs: the head and conv1 only)."""
     at = runs.sum_a[runs.sum_a.lam == lam]
-    return pd.DataFrame({layer: {"peak epoch": at[f"peak_step:{layer}"].mean(),
-                                 "decay % from peak": at[f"decay_pct:{layer}"].mean()}
-                         for layer in LAYERS}).T.round(1)
+    paper_decay = {HEAD: PAPER_FIG4["head decay %"], BODY: PAPER_FIG4["conv1 decay %"]}
+    out = pd.DataFrame({layer: {"peak epoch": at[f"peak_step:{layer}"].mean(),
+                                "decay %": at[f"decay_pct:{layer}"].mean(),
+                                "paper decay %": paper_decay.get(layer, np.nan),
+                                "paper peak epoch (of 200)": PAPER_FIG4["head peak epoch"] if layer == HEAD else np.nan}
+                        for layer in LAYERS}).T.rename_axis("layer")
+    return tables.for_people(out, formats={"peak epoch": ".1f", "decay %": ".1f", "paper decay %": ".0f",
+                                           "paper peak epoch (of 200)": ",.0f"})
 
 
 def phase(runs: BorderRuns) -> pd.DataFrame:
@@ -303,8 +346,16 @@ def phase(runs: BorderRuns) -> pd.DataFrame:
 
 
 def clean_map(runs: BorderRuns) -> pd.DataFrame:
-    """Table 3.4: the final clean accuracy (%) per (ρ, λ), mean over seeds; empty where nothing was run."""
+    """The final clean accuracy (%) per (ρ, λ), mean over seeds; NaN where nothing was run (`clean_table` shows
+    it)."""
     return (100 * phase(runs).groupby(["rho", "lam"]).final_clean_acc.mean()).round(1).unstack("lam")
+
+
+def clean_table(runs: BorderRuns):
+    """Table 3.4 (for people): `clean_map`, one row per ρ and one column per λ, — where nothing was run."""
+    out = clean_map(runs)
+    out.columns = [f"λ = {tables.index_value(lam)}" for lam in out.columns]
+    return tables.for_people(out, formats={c: ".1f" for c in out.columns})
 
 
 def phase_cells(runs: BorderRuns) -> int:
@@ -318,20 +369,50 @@ def ablation_view(runs: BorderRuns) -> pd.DataFrame:
     return view.assign(v_rel=view.norm_sq / view.groupby(["model", "seed"]).norm_sq.transform("max"))
 
 
-def ablation_table(runs: BorderRuns) -> pd.DataFrame:
-    """Table 3.5: the four models (means over seeds), then the paper's §5.8 values."""
+def ablation_table(runs: BorderRuns):
+    """Table 3.5 (for people), in two parts, the four models (means over seeds) beside the paper's §5.8 values:
+    (accuracy — clean % mean ± sd and the paper's, shortcut reliance, regime; norm — peak ‖θ‖², peak epoch and
+    decay % from the peak, with the paper's)."""
     by = runs.sum_abl.groupby("model")
-    return pd.DataFrame({"clean %": (100 * by.final_clean_acc.mean()).round(1),
+    full = pd.DataFrame({"clean %": (100 * by.final_clean_acc.mean()).round(1),
                          "clean % sd": (100 * by.final_clean_acc.std()).round(1),
                          "shortcut reliance": by.final_shortcut_acc.mean().round(2),
                          "V_peak": by.V_peak.mean().round(0), "peak epoch": by.peak_step.mean().round(1),
                          "decay %": by.decay_pct.mean().round(1),
                          "regime": by.regime.agg(regimes.majority_regime)}).reindex(list(MODELS)).join(PAPER_ABL)
+    acc = pd.DataFrame({"clean %": _pm(full, "clean %", "clean % sd"), "paper clean %": full["paper clean %"],
+                        "reliance": full["shortcut reliance"], "regime": full.regime}, index=full.index)
+    norm = full[["V_peak", "peak epoch", "paper peak epoch", "decay %", "paper decay %"]]
+    return (tables.for_people(acc.rename_axis("model"), formats={"paper clean %": ".1f", "reliance": ".2f"}),
+            tables.for_people(norm.rename_axis("model"), {"paper peak epoch": "paper peak (of 200)"},
+                              {"V_peak": ",.0f", "peak epoch": ".1f", "paper peak epoch": ",.0f", "decay %": ".1f",
+                               "paper decay %": ".0f"}))
 
 
-def transition_table(runs: BorderRuns) -> pd.DataFrame:
-    """Table 3.6: the three transition times per λ (means over seeds; NaN: never reached)."""
-    return runs.sum_a.groupby("lam")[["T_head_peak", "T_head_contraction", "T_clean_acc"]].mean().round(1)
+def transition_table(runs: BorderRuns):
+    """Table 3.6 (for people): the three transition times per λ in epochs (means over seeds; —: never reached)."""
+    out = runs.sum_a.groupby("lam")[["T_head_peak", "T_head_contraction", "T_clean_acc"]].mean()
+    return tables.for_people(out, {"T_head_peak": "T_head_peak", "T_head_contraction": "T_head_contraction",
+                                   "T_clean_acc": "T_clean_acc"}, {c: ".1f" for c in out.columns})
+
+
+def paper_fig1() -> dict:
+    """Fig. 3.2's paper values: {"clean_acc": {λ: the paper's final clean accuracy (epoch 200, Fig. 1 digitised)}}."""
+    return {"clean_acc": (PAPER_FIG1["paper clean %"] / 100).to_dict()}
+
+
+def paper_fig4(preset: BorderPreset) -> tuple[dict, dict]:
+    """Fig. 3.4a's paper values: ({layer: 1 − its decay from the peak}, {layer: its peak epoch at the same fraction of
+    this scale's epochs}) for the head and conv1 (Fig. 4, 200 epochs [paper])."""
+    levels = {HEAD: 1 - PAPER_FIG4["head decay %"] / 100, BODY: 1 - PAPER_FIG4["conv1 decay %"] / 100}
+    return levels, {HEAD: PAPER_FIG4["head peak epoch"] / PAPER_FIG4["epochs"] * preset.epochs}
+
+
+def paper_ablation() -> dict:
+    """Fig. 3.6's paper values per model (§5.8, epoch 200): {"v_rel": {model: 1 − decay}, "clean_acc": {model: clean
+    accuracy}} where the paper gives them."""
+    decay = PAPER_ABL["paper decay %"].dropna()
+    return {"v_rel": (1 - decay / 100).to_dict(), "clean_acc": (PAPER_ABL["paper clean %"] / 100).to_dict()}
 
 
 def transition_runs(runs: BorderRuns) -> pd.DataFrame:
@@ -349,6 +430,14 @@ def inverse_lambda_fit(runs: BorderRuns):
     if len(finite) < 3 or finite.lam.nunique() < 3:
         return None
     return fit_inverse_lambda(finite.lam, finite[f"T_{runs.transition_time}"])
+
+
+def pooled_r(fit) -> float:
+    """Pearson r of T against 1/λ behind a pooled `inverse_lambda_fit` (the sign of its slope times √R²), the
+    number the paper prints (`PAPER_R`); NaN without a fit."""
+    if fit is None:
+        return float("nan")
+    return float(np.sign(fit.slope) * np.sqrt(max(fit.r2, 0.0)))
 
 
 def _with_separation(runs_a: pd.DataFrame, sum_a: pd.DataFrame) -> pd.DataFrame:

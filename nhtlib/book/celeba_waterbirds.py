@@ -1,18 +1,17 @@
-"""Chapter 4: CelebA and Waterbirds (NHT §5.9–5.10, Table 3) — the λ sweep on CelebA (Smiling against Blond_Hair),
-the λ sweep on Waterbirds (the real data set, or a stand-in built from CUB photos), the S spectrum of every domain of
-the book and NHT's Table 3 as a query over every chapter's claims.
+"""Chapter 4: CelebA and Waterbirds (NHT §5.9–5.10, their rows of Table 3) — the λ sweep on CelebA (Smiling against
+Blond_Hair) and the λ sweep on Waterbirds (the real data set, or a stand-in built from CUB photos). The S spectrum of
+every domain and NHT's whole Table 3 are chapter 6's (`nhtlib.book.synthesis`), which reads what this chapter records.
 
 What the notebook uses: `PRESETS` (one `ChapterPreset` per scale), `domains` (the two data sets: tasks, built data,
 their names in NHT's Table 3 and in the S spectrum), `group_counts` / `example_rows` (Fig. 4.1), `run` (train or read
 back both sweeps: a `ChapterRuns` of run tables and per-run summaries), `record_separation` (this chapter's S_traj
-for the S spectrum), the tables and views its figures show (`domain_table`, `spectrum_table`, `spectrum_points`,
-`recorded_claims`, `table3`, `numbers`), `CLAIMS` and `judge` (the verdicts, per seed with 95 % intervals).
+for chapter 6's S spectrum), the tables and views its figures show (`domain_table`, `numbers`), `CLAIMS` and `judge`
+(the verdicts, per seed with 95 % intervals).
 
 NHT's P1–P6 come from `nhtlib.predictions` under the ids C-P1 … C-P6 (CelebA) and W-P1 … W-P6 (Waterbirds); the
 paper's Table 3 cell decides the direction of each test (Waterbirds P3 and P4 are null claims with a positive
 control, P6 is not testable on either: NHT's × there means "not tested"). The chapter adds the paper's own CelebA
-evidence for P4 (C-L1, the head / conv1 norm ratio), what the paper saw of Waterbirds' regimes (W-D1) and the order
-of the S spectrum (S1). Every statistic is computed per seed (each seed has its own initialisation and batch order;
+evidence for P4 (C-L1, the head / conv1 norm ratio) and what the paper saw of Waterbirds' regimes (W-D1). Every statistic is computed per seed (each seed has its own initialisation and batch order;
 the data are the same for every seed), then summarised by `nhtlib.verdicts.interval`.
 """
 from __future__ import annotations
@@ -23,8 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import plan, predictions, separation
-from ..claims import load_claims
+from .. import plan, predictions, separation, tables
 from ..config import PRECISIONS, ChapterParams, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data import Dataset, TaskConfig
 from ..data.celeba import CelebATask
@@ -35,6 +33,7 @@ from ..metrics import groups, vision
 from ..models import config as model_config
 from ..paths import data_root as resolve_data_root
 from ..sweep import RunConfig, Sweep, grid
+from .probes import with_dlr
 from ..verdicts import AllOf, AtLeast, ClaimResult, ClaimSpec, Estimate, interval
 
 CHAPTER = "04_celeba_waterbirds"
@@ -209,11 +208,20 @@ def domains(preset: ChapterPreset, params: ChapterParams, *, waterbirds_source: 
                                  ("land background", "water background"))}
 
 
-def group_counts(domain: Domain) -> pd.DataFrame:
-    """Fig. 4.1's table: images per group (y, a) in the training and the test split, with each group's share."""
+def group_counts(domain: Domain):
+    """Fig. 4.1's table (for people): one row per group (y, a, with what they mean), its images and share of the
+    images in the training and the test split."""
     meta = domain.data.meta
-    return pd.concat([groups.group_table(meta["train_groups"]).assign(split="train"),
-                      groups.group_table(meta["groups"]).assign(split="test")], ignore_index=True)
+    parts = []
+    for split, counts in (("train", meta["train_groups"]), ("test", meta["groups"])):
+        t = groups.group_table(counts).set_index(["y", "a"])[["count", "share"]]
+        parts.append(t.rename(columns={"count": f"{split} images", "share": f"{split} share"}))
+    out = pd.concat(parts, axis=1)
+    out.index = pd.MultiIndex.from_tuples([(f"{y} {domain.y_names[y]}", f"{a} {domain.a_names[a]}")
+                                           for y, a in out.index], names=["y", "a"])
+    share = lambda v: tables.number(100 * v, ".1f") + " %" if pd.notna(v) else tables.MISSING  # noqa: E731
+    return tables.for_people(out, formats={"train images": ",.0f", "test images": ",.0f", "train share": share,
+                                           "test share": share})
 
 
 def example_rows(domain: Domain, per_group: int = 6) -> dict:
@@ -270,7 +278,7 @@ def run(data: dict[str, Domain], *, first_seed: int = 0, device: str = "auto", p
 def domain_sweep(name: str, task: TaskConfig, p: DomainPreset, n_train: int, first_seed: int = 0) -> Sweep:
     """One data set's λ sweep: a SimpleCNN per seed and λ, `train_config(p, n_train)`."""
     base = RunConfig(task=task, model=model_config("simple_cnn"), train=train_config(p, n_train))
-    return Sweep(name, tuple(grid(base, seeds=range(first_seed, first_seed + p.seeds), weight_decays=p.lambdas)))
+    return with_dlr(name, grid(base, seeds=range(first_seed, first_seed + p.seeds), weight_decays=p.lambdas))
 
 
 def sweeps(preset: ChapterPreset, data_root: str | None, first_seed: int = 0, *,
@@ -342,72 +350,41 @@ def domain_table(dr: DomainRuns) -> pd.DataFrame:
     return out.join(PAPER_CELEBA if dr.domain.table3 == CELEBA else PAPER_WATERBIRDS, how="left")
 
 
-def spectrum_domains(runs: ChapterRuns) -> dict[str, str]:
-    """The S spectrum's domains, in the order of the paper's S (toy first, ours), each with its chapter."""
-    return {"toy (XOR, ours)": "01_toy_norm_hierarchy", "modular arithmetic": "02_grokking",
-            "CIFAR-10 borders": "03_border_cifar", CELEBA: CHAPTER, runs.waterbirds.domain.name: CHAPTER}
+def domain_tables(dr: DomainRuns):
+    """Tables 4.2 / 4.3 for people, in two parts, one row per λ, the paper's values beside ours where it gives them:
+    (the norm — λΣη, regime, seeds per regime (w/i/s), peak epoch, decay % and final ‖θ‖² (mean ± sd), head / conv1 ratio;
+    the accuracies — worst-group (mean ± sd), average and mean-over-groups %, spurious reliance). The data:
+    `domain_table`."""
+    t = domain_table(dr)
+    pm = lambda mean, sd, spec=".1f": [tables.mean_sd(m, v, spec) for m, v in zip(t[mean], t[sd])]  # noqa: E731
+    norm = pd.DataFrame({"λΣη": t.index * dr.budget, "regime": t.regime, "w/i/s": t["seeds (w/i/s)"],
+                         "peak epoch": t["peak epoch"], "decay %": pm("decay %", "decay % sd")}, index=t.index)
+    for column in ("paper regime", "paper decay %"):
+        if column in t:
+            norm[column] = t[column]
+    norm["final ‖θ‖²"] = pm("V_final", "V_final sd", ",.0f")
+    for column in ("paper V_final", "fc/conv1", "paper fc/conv1"):
+        if column in t:
+            norm[column] = t[column]
+    acc = pd.DataFrame({"WG %": pm("WG %", "WG % sd")}, index=t.index)
+    for column in ("paper WG %", "avg %", "paper avg %", "group-mean %", "reliance"):
+        if column in t:
+            acc[column] = t[column]
+    formats = {"λΣη": "sig2", "peak epoch": ".1f", "paper decay %": ".1f", "paper V_final": ",.0f", "fc/conv1": ".2f",
+               "paper fc/conv1": ".2f", "paper WG %": ".1f", "avg %": ".1f", "paper avg %": ".1f",
+               "group-mean %": ".1f", "reliance": ".3f"}
+    return (tables.for_people(norm, {"paper V_final": "paper ‖θ‖²"}, formats),
+            tables.for_people(acc, formats=formats))
 
 
-def spectrum_table(scores: pd.DataFrame, runs: ChapterRuns) -> pd.DataFrame:
-    """Table 4.4: one row per domain of the book (`separation.spectrum` over its pooled runs; 0 runs where its
-    chapter has not been run at this scale), beside the paper's value. scores: `nht.separation.load(scale)`; a
-    domain recorded by an earlier run with other data (e.g. the other Waterbirds source) is left out."""
-    order = spectrum_domains(runs)
-    kept = scores[scores.domain.isin(order)]
-    columns = ["runs", "seeds", "λ pooled", "S (mean)", "sd", "sem", "min", "max", "signal φ"]
-    spec = (separation.spectrum(kept).set_index("domain") if len(kept) else pd.DataFrame(columns=columns))
-    spec = spec.reindex(index=list(order), columns=columns)
-    spec[["runs", "seeds"]] = spec[["runs", "seeds"]].fillna(0).astype(int)
-    spec[["signal φ", "λ pooled"]] = spec[["signal φ", "λ pooled"]].fillna("").replace("", "—")
-    spec.insert(0, "chapter", list(order.values()))
-    spec["paper S"] = [separation.paper_value(d)[1] for d in order]
-    return spec.rename_axis("domain")
-
-
-def spectrum_points(scores: pd.DataFrame, runs: ChapterRuns) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Fig. 4.5's tables: (every pooled run's S_traj per domain; the paper's value per domain with its range:
-    columns domain, value, low, high — the CIFAR-10 range 0.5–0.7 [paper, Table 3])."""
-    order = spectrum_domains(runs)
-    points = scores[scores.domain.isin(order) & scores.pooled][["domain", "S"]].dropna()
-    paper = []
-    for domain in order:
-        value, text = separation.paper_value(domain)
-        if math.isfinite(value):
-            low, high = (0.5, 0.7) if "–" in text else (value, value)
-            paper.append({"domain": domain, "value": value, "low": low, "high": high})
-    return points, pd.DataFrame(paper, columns=["domain", "value", "low", "high"])
-
-
-# NHT Table 3's "confirmed" column as printed [paper, Table 3; nht.md §3.6] (Waterbirds' text says 1/4, P1 only)
-PAPER_CONFIRMED = {"modular arithmetic": "6/6", "CIFAR-10 borders": "5/6", CELEBA: "4/6", WATERBIRDS: "2/6"}
-# NHT Table 3's rows, each read from the chapter (and id prefix) whose P-claims stand for it
-TABLE3_WHERE = {"modular arithmetic": "02_grokking", "CIFAR-10 borders": "03_border_cifar",
-                CELEBA: (CHAPTER, PREFIX[CELEBA]), WATERBIRDS: (CHAPTER, PREFIX[WATERBIRDS])}
-
-
-def recorded_claims(frame: pd.DataFrame, scale: str) -> pd.DataFrame:
-    """Every chapter's recorded claims at this scale (`nht.claims.load_claims`), this chapter's replaced by
-    `frame` (its claims as just judged, `Claims.frame()`)."""
-    others = load_claims(scale)
-    return pd.concat([others[others.chapter != CHAPTER], frame], ignore_index=True)
-
-
-def table3(recorded: pd.DataFrame, spectrum: pd.DataFrame, runs: ChapterRuns) -> pd.DataFrame:
-    """Table 4.5: NHT Table 3 as a query (`predictions.table3`): per domain the paper's cell and our verdict for
-    P1–P6, how many predictions the paper counts as confirmed and how many of ours are reproduced, and the paper's
-    S beside ours (spectrum: `spectrum_table`). The Waterbirds row is named after the data actually run (the
-    stand-in)."""
-    out = predictions.table3(recorded, TABLE3_WHERE)
-    cells = out[list(predictions.PREDICTIONS)]
-    out["paper confirmed"] = [PAPER_CONFIRMED[d] for d in out.index]
-    out["ours reproduced"] = [f"{sum(c.endswith('| reproduced') for c in row)}/6"
-                              if not all(c.endswith("| not run") for c in row) else "not run"
-                              for row in cells.to_numpy()]
-    names = {WATERBIRDS: runs.waterbirds.domain.name}
-    ours = spectrum["S (mean)"].reindex([names.get(d, d) for d in out.index]).to_numpy(float)
-    out["paper S"] = [separation.paper_value(d)[1] for d in out.index]
-    out["our S"] = [f"{v:.2f}" if math.isfinite(v) else "—" for v in ours]
-    return out.rename(index=names)
+def paper_trajectories(dr: DomainRuns) -> dict[str, dict[float, float]]:
+    """Fig. 4.2's paper values: {run-table column: {λ: the paper's final value}} — CelebA's final ‖θ‖², worst-group
+    and average accuracy (NHT §5.10, epoch 100); none for Waterbirds, where the paper quotes no such number."""
+    if dr.domain.table3 != CELEBA:
+        return {}
+    return {"norm_sq": PAPER_CELEBA["paper V_final"].to_dict(),
+            "test_worst_group_acc": (PAPER_CELEBA["paper WG %"] / 100).to_dict(),
+            "test_acc": (PAPER_CELEBA["paper avg %"] / 100).to_dict()}
 
 
 # ------------------------------------------------------------------------------------------------------ claims
@@ -417,10 +394,6 @@ MOST = 0.5  # a share of runs per seed: CI above one half
 DECAYING = predictions.CONTROL_MIN_DECAY_PCT  # a run "decays" when ‖θ‖² falls ≥ 2 % from its peak (§1.4's weak bound)
 L1_MIN_RHO = 0.8  # C-L1: the ratio rises with λ — the mirror of P1's −0.8 (0.65 → 2.21 → 2.33 is monotone)
 D1_WEAK_MAX_LAMBDA, D1_DECAY_MIN_LAMBDA = 0.1, 0.3  # W-D1: "λ ≤ 0.1 … weak", "λ ≥ 0.3 decay becomes measurable"
-S1_MIN_GAP = 0.0  # S1: each step of the paper's order is a positive difference of mean S_traj
-S1_ORDER = (("modular arithmetic > CIFAR-10 borders", "modular arithmetic", "CIFAR-10 borders"),
-            ("CIFAR-10 borders > CelebA", "CIFAR-10 borders", CELEBA),
-            ("CIFAR-10 borders > Waterbirds", "CIFAR-10 borders", WATERBIRDS))
 UNVERIFIED = ("Unverified: NHT's S has no formula (nht.md §1.5); the book's S_traj is ours, so values near the "
               "paper's are not expected")
 
@@ -441,11 +414,6 @@ CLAIMS = {
                ("decays for λ ≥ 0.3", AtLeast(f"the per-seed share of runs with λ ≥ {D1_DECAY_MIN_LAMBDA:g} whose "
                                               f"‖θ‖² decays ≥ {DECAYING:g} % from its peak", MOST))))),
     **{f"W-{pid}": predictions.spec(pid, WATERBIRDS, prefix="W-") for pid in ("P3", "P4", "P5", "P6")},
-    "S1": ClaimSpec(
-        "S1", "The S spectrum orders the domains: modular arithmetic > CIFAR-10 borders > CelebA, Waterbirds",
-        "S ≈ 1.0 > 0.5–0.7 > −0.11, ≈ 0.0 [paper, Table 3 and §5.9; nht.md §1.5, §3.6; no formula given]", "NHT",
-        AllOf(tuple((name, AtLeast(f"the per-seed mean S_traj of {a} minus that of {b}", S1_MIN_GAP))
-                    for name, a, b in S1_ORDER))),
 }
 
 
@@ -465,34 +433,8 @@ def _contracts(s: pd.DataFrame) -> Estimate:
     return interval(predictions.per_seed(s, lambda g: g.decay_pct.max()))
 
 
-def _seed_means(scores: pd.DataFrame, domain: str) -> pd.Series:
-    """Per seed: the mean S_traj over the domain's pooled runs with a finite S (indexed by seed)."""
-    rows = scores[(scores.domain == domain) & scores.pooled.astype(bool) & scores.S.notna()]
-    return rows.groupby("seed").S.mean()
-
-
-def _spectrum_order(scores: pd.DataFrame, runs: ChapterRuns) -> tuple[dict[str, Estimate] | None, str]:
-    names = {CELEBA: CELEBA, WATERBIRDS: runs.waterbirds.domain.name}
-    needed = ["modular arithmetic", "CIFAR-10 borders", CELEBA, WATERBIRDS]
-    missing = [d for d in needed if not len(_seed_means(scores, names.get(d, d)))]
-    if missing:
-        return None, "no pooled run with an S_traj at this scale for " + ", ".join(missing)
-    parts = {}
-    for name, a, b in S1_ORDER:
-        gap = _seed_means(scores, names.get(a, a)) - _seed_means(scores, names.get(b, b))  # seeds in both
-        parts[name] = interval(gap.dropna().tolist(), bounds=(-2.0, 2.0))
-    return parts, f"Waterbirds is {names[WATERBIRDS]}; seeds paired by their index across chapters"
-
-
-def estimate(cid: str, runs: ChapterRuns, scores: pd.DataFrame | None = None
-             ) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
-    """(estimate, positive control or None, note) of claim `cid`; scores (`nht.separation.load`) for S1. The
-    estimate is None where the runs behind the claim do not exist at this scale (S1 without the other chapters)."""
-    if cid == "S1":
-        if scores is None:
-            return None, None, "needs the separation scores of every chapter"
-        parts, note = _spectrum_order(scores, runs)
-        return parts, None, note
+def estimate(cid: str, runs: ChapterRuns) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
+    """(estimate, positive control or None, note) of claim `cid`."""
     if cid not in CLAIMS:
         raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")
     table3_domain = CELEBA if cid.startswith("C-") else WATERBIRDS
@@ -535,18 +477,16 @@ def estimate(cid: str, runs: ChapterRuns, scores: pd.DataFrame | None = None
     raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")  # pragma: no cover
 
 
-def judge(runs: ChapterRuns, scores: pd.DataFrame | None = None, *ids: str) -> list[ClaimResult]:
-    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates; scores: every
-    chapter's separation scores (`nht.separation.load`), read by S1."""
+def judge(runs: ChapterRuns, *ids: str) -> list[ClaimResult]:
+    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates."""
     results = []
     for cid in ids or tuple(CLAIMS):
         if cid not in CLAIMS:
             raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")
-        value, control, note = estimate(cid, runs, scores)
-        ours = note if value is None else None  # what is missing, in the row's "ours"
-        if cid == "S1" or cid.endswith("P5"):
+        value, control, note = estimate(cid, runs)
+        if cid.endswith("P5"):
             note = "; ".join(filter(None, [note, UNVERIFIED]))
-        results.append(CLAIMS[cid].judge(value, control=control, note=note, ours=ours))
+        results.append(CLAIMS[cid].judge(value, control=control, note=note))
     return results
 
 

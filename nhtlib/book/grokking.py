@@ -26,12 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import delay_law, predictions, separation
+from .. import delay_law, predictions, separation, tables
 from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.modular import ModularTask
 from ..metrics import grokking
 from ..models import config as model_config
 from ..sweep import RunConfig, Sweep, grid
+from .probes import with_dlr
 from ..verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate, interval
 
 CHAPTER = "02_grokking"
@@ -205,6 +206,10 @@ NSDL_SWEEP_T_GROK = {
 }
 
 
+NSDL_FIT = {"a": 1182.0, "b": 884.0}  # T_grok = a/λ + b over the 40 regime-II runs (η = 1e-3) [companion]
+NSDL_TABLE7 = {"SGD V_final": 1e-4, "AdamW T_grok": 1760.0}  # λ = 1, η = 1e-3, 5 seeds (O1's paper text) [companion]
+
+
 def nsdl_sweep_long() -> pd.DataFrame:
     """NSDL's regime-II runs as a long table (seed, lam, T_grok) [companion-data]."""
     return pd.DataFrame([{"seed": 42 + i, "lam": lam, "T_grok": float(t)}
@@ -260,8 +265,9 @@ def parameter_count(model: str, p: int) -> int:
     return sum(q.numel() for q in model_config(model).single(p).parameters())
 
 
-def scale_table(presets: dict[str, GrokPreset] | None = None) -> pd.DataFrame:
-    """What runs at each scale, read from the presets: one column per scale, the stand-in's rows then NSDL's."""
+def scale_table(presets: dict[str, GrokPreset] | None = None):
+    """Table 2.0 (for people): what runs at each scale, read from the presets: one column per scale, the stand-in's
+    rows then NSDL's."""
     presets = presets or PRESETS
     cols = {}
     for scale, preset in presets.items():
@@ -283,7 +289,7 @@ def scale_table(presets: dict[str, GrokPreset] | None = None) -> pd.DataFrame:
                                  f"(read also every {n.paper_grid}); V_post at T_grok + {n.post_window:,}",
             "NSDL: member-steps": f"{cost['NSDL settings']:,}",
         }
-    return pd.DataFrame(cols)
+    return tables.for_people(pd.DataFrame(cols))
 
 
 # --------------------------------------------------------------------------------------------------------- runs
@@ -342,7 +348,7 @@ def sweeps(preset: GrokPreset, data_root: str | None = None, first_seed: int = 0
                               weight_decays=[lam])]
     sgd = grid(stand_in_config(s, optimizer="sgd", steps=s.sgd_steps),
                seeds=range(first_seed, first_seed + s.sgd_seeds), weight_decays=[LAM_ONE, 2 * LAM_ONE])
-    return [Sweep("one run", (_single_config(s, first_seed),)), Sweep("stand-in sweep", tuple(stand_in)),
+    return [Sweep("one run", (_single_config(s, first_seed),)), with_dlr("stand-in sweep", stand_in),
             Sweep("SGD", tuple(sgd)), Sweep("NSDL settings", tuple(nsdl_configs(n, first_seed)))]
 
 
@@ -406,19 +412,29 @@ def one_run_view(runs: GrokRuns) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, 
     return acc, norms, {"T_mem": float(runs.one.T_mem), "T_grok": float(runs.one.T_grok)}
 
 
-def table3(summary: pd.DataFrame) -> pd.DataFrame:
-    """NSDL Table 3's shape (`grokking.regime_table`: regime across seeds, grokked, T_grok mean ± sd, V_mem, V_post,
-    log ratio, T̃, memorised, T_mem), then NSDL's printed row for the same λ."""
-    return grokking.regime_table(summary).join(NSDL_TABLE3, how="left")
+def table3(summary: pd.DataFrame):
+    """Table 2.1 / 2.6 (for people), in two parts: (ours in NSDL Table 3's shape — `grokking.regime_table`: regime
+    across seeds, grokked and memorised seeds, mean T_mem, T_grok mean ± sd, V_mem, V_post, their log ratio and T̃;
+    NSDL's printed row for the same λ's)."""
+    ours = grokking.regime_table(summary)
+    ours = ours[["regime", "grokked", "memorised", "T_mem (mean)", "T_grok", "V_mem", "V_post", "log(V_mem/V_post)",
+                 "T̃"]]
+    paper = NSDL_TABLE3.reindex(ours.index)
+    names = {"T_mem (mean)": "T_mem", "T_grok": "T_grok", "log(V_mem/V_post)": "log ratio"}
+    formats = {"T_mem (mean)": ",.0f", "V_mem": ",.0f", "V_post": ",.0f", "log(V_mem/V_post)": ".2f"}
+    nsdl_names = {c: c.replace("NSDL ", "") for c in paper.columns}
+    return (tables.for_people(ours, names, formats),
+            tables.for_people(paper, nsdl_names, {"NSDL V_mem": ",.0f", "NSDL V_post": ",.0f"}))
 
 
-def contraction_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per λ: the median c = γ_fit/(ηλ) of ‖θ‖² from T_mem on over the grokked seeds, their number, and NSDL's c of
-    the same λ (the mean over its λ sweep's 10 seeds) where it has one."""
+def contraction_table(summary: pd.DataFrame):
+    """Table 2.2 (for people): per λ, the median c = γ_fit/(ηλ) of ‖θ‖² from T_mem on over the grokked seeds, their
+    number, and NSDL's c of the same λ (the mean over its λ sweep's 10 seeds) where it has one."""
     grokked = summary[summary.grokked]
     out = grokked.groupby("lam").c_fit.agg(["median", "count"]).rename(
         columns={"median": "c (median)", "count": "grokked runs"})
-    return out.assign(**{"NSDL c": out.index.map(NSDL_C_SWEEP)}).round(2)
+    out = out.assign(**{"NSDL c": out.index.map(NSDL_C_SWEEP)})
+    return tables.for_people(out, formats={"c (median)": ".2f", "grokked runs": ",.0f", "NSDL c": ".2f"})
 
 
 def delay_fits(summary: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, delay_law.LinearFit] | None]:
@@ -440,10 +456,16 @@ def inverse_lambda_fit(summary: pd.DataFrame) -> tuple[pd.DataFrame, delay_law.L
     return rows, delay_law.fit_inverse_lambda(rows.lam, rows.T_grok)
 
 
-def layer_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per λ, the grokked runs' per-group peak step, contraction step and decay % from the peak (medians)."""
-    cols = [f"{q}:{g}" for q in ("peak_step", "contraction_step", "decay_pct") for g in grokking.GROUPS]
-    return summary[summary.grokked].groupby("lam")[cols].median().round(0)
+def layer_table(summary: pd.DataFrame):
+    """Table 2.3 (for people): per λ and parameter group, the grokked runs' peak step, contraction step and decay %
+    from the peak (medians over seeds)."""
+    quantities = ("peak_step", "contraction_step", "decay_pct")
+    rows = []
+    for lam, g in summary[summary.grokked].groupby("lam"):
+        for group in grokking.GROUPS:
+            rows.append({"lam": lam, "group": group, **{q: g[f"{q}:{group}"].median() for q in quantities}})
+    out = pd.DataFrame(rows, columns=["lam", "group", *quantities]).set_index(["lam", "group"])
+    return tables.for_people(out, formats={"peak_step": ",.0f", "contraction_step": ",.0f", "decay_pct": ".0f"})
 
 
 def layer_view(table: pd.DataFrame, lam: float = LAM_ONE) -> pd.DataFrame:
@@ -455,13 +477,16 @@ def layer_view(table: pd.DataFrame, lam: float = LAM_ONE) -> pd.DataFrame:
     return long.assign(relative=long.v / long.groupby(["seed", "group"]).v.transform("max"))
 
 
-def optimiser_table(runs: GrokRuns) -> pd.DataFrame:
-    """Table 2.4: per optimiser, memorised and grokked k/n, mean T_grok, final train accuracy and final ‖θ‖²."""
+def optimiser_table(runs: GrokRuns):
+    """Table 2.4 (for people): per optimiser, memorised and grokked k/n, mean T_grok, final train accuracy and final
+    ‖θ‖²."""
     by = runs.sgd_summary.groupby("optimiser")
     share = lambda s: f"{int(s.sum())}/{len(s)}"  # noqa: E731
-    return pd.DataFrame({"memorised": by.memorised.agg(share), "grokked": by.grokked.agg(share),
-                         "T_grok": by.T_grok.mean(), "final train acc": by.final_train_acc.mean().round(3),
-                         "final ‖θ‖²": by.V_final.mean()})
+    out = pd.DataFrame({"memorised": by.memorised.agg(share), "grokked": by.grokked.agg(share),
+                        "T_grok": by.T_grok.mean(), "final_train_acc": by.final_train_acc.mean(),
+                        "V_final": by.V_final.mean()})
+    return tables.for_people(out, {"T_grok": "mean T_grok"},
+                             {"T_grok": ",.0f", "final_train_acc": ".3f", "V_final": "sig3"})
 
 
 def _fmt(x: float, decimals: int | None = None) -> str:
@@ -491,9 +516,9 @@ def _with_ratio(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.assign(delay_ratio=summary.delay / summary.T_pred_decay)
 
 
-def table2(runs: GrokRuns, preset: GrokPreset) -> pd.DataFrame:
-    """NSDL Table 2's quantities at λ = 1: ours read on NSDL's grid and on our finer grid (mean [95 % CI], n seeds),
-    beside NSDL's 10 released seeds (same interval)."""
+def table2(runs: GrokRuns, preset: GrokPreset):
+    """Table 2.5 (for people): NSDL Table 2's quantities at λ = 1: ours read on NSDL's grid and on our finer grid
+    (mean [95 % CI], n seeds), beside NSDL's 10 released seeds (same interval)."""
     paper = NSDL_TABLE2.rename(columns={"rho": "r_fit"}).assign(fit_r2=np.nan)
     mine = {name: _with_ratio(frame[frame.lam == LAM_ONE]) for name, frame in
             ((f"ours, every {preset.nsdl.paper_grid} steps", runs.nsdl_grid),
@@ -505,7 +530,47 @@ def table2(runs: GrokRuns, preset: GrokPreset) -> pd.DataFrame:
         row["NSDL, 10 seeds [companion-data]"] = (_ci(interval(paper[col]), decimals) if paper[col].notna().any()
                                                   else "—")
         rows[label] = row
-    return pd.DataFrame(rows).T
+    return tables.for_people(pd.DataFrame(rows).T.rename_axis("at λ = 1"))
+
+
+def nsdl_scale(lr: float) -> float:
+    """NSDL's steps per step at learning rate `lr`: NSDL_ETA / lr (the same decay budget ηλ·t at the same λ), so
+    that NSDL's step counts can be drawn on a run at another η."""
+    return NSDL_ETA / lr
+
+
+def nsdl_times(lr: float) -> dict[str, float]:
+    """NSDL Table 2's mean T_mem and T_grok (λ = 1, 10 seeds [companion-data]) in steps at learning rate `lr`
+    (`nsdl_scale`; unchanged at NSDL's η), named for a figure's legend."""
+    at = "" if lr == NSDL_ETA else f" at η = {lr:g}"
+    return {f"NSDL T_mem{at}": float(NSDL_TABLE2.T_mem.mean()) * nsdl_scale(lr),
+            f"NSDL T_grok{at}": float(NSDL_TABLE2.T_grok.mean()) * nsdl_scale(lr)}
+
+
+def nsdl_norms() -> tuple[float, float]:
+    """NSDL Table 2's mean V_mem and V_post (λ = 1, 10 seeds [companion-data])."""
+    return float(NSDL_TABLE2.V_mem.mean()), float(NSDL_TABLE2.V_post.mean())
+
+
+def nsdl_t_grok(lr: float) -> dict[float, float]:
+    """NSDL's mean T_grok per regime-II λ (its released λ sweep [companion-data]) in steps at learning rate `lr`."""
+    return {lam: float(np.mean(t)) * nsdl_scale(lr) for lam, t in NSDL_SWEEP_T_GROK.items()}
+
+
+def nsdl_fit_line(lr: float, inverse_lambda=None) -> pd.DataFrame:
+    """NSDL's printed fit T_grok = 1182/λ + 884 [companion] at learning rate `lr` (`nsdl_scale`), on `inverse_lambda`
+    (default: NSDL's regime-II range 1/λ = 1 … 10): columns inverse_lambda, T_grok."""
+    x = np.linspace(1.0, 10.0, 50) if inverse_lambda is None else np.asarray(inverse_lambda, dtype=float)
+    return pd.DataFrame({"inverse_lambda": x, "T_grok": (NSDL_FIT["a"] * x + NSDL_FIT["b"]) * nsdl_scale(lr)})
+
+
+def nsdl_delay_points(lr: float) -> pd.DataFrame:
+    """NSDL's 10 seeds at λ = 1 [companion-data] for Fig. 2.4, in steps at learning rate `lr`: the measured delay and
+    the two predictions log(V_mem/V_post)/γ with γ = γ_fit = 1 − ρ (per step) and γ = 2ηλ."""
+    k = nsdl_scale(lr)
+    t = NSDL_TABLE2
+    return pd.DataFrame({"T_pred_fit": np.log(t.V_mem / t.V_post) / (1 - t.rho) * k,
+                         "T_pred_decay": t.T_pred_decay * k, "delay": t.delay * k})
 
 
 def fit_view(runs: GrokRuns, preset: GrokPreset) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .. import plan, predictions
+from .. import plan, predictions, tables
 from ..config import DECAY_GROUPS, PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.cifar import N_CLASSES, CIFARTask
 from ..data.layout import layout
@@ -371,14 +371,26 @@ def probe_classes(declared: Mapping[str, Experiment]) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------------- tables and numbers
 
-def arm_table(table: pd.DataFrame, by: str, columns: list[str]) -> pd.DataFrame:
-    """Last step of every run: 'mean ± sd' over seeds per value of `by` (sd 0 for a single seed)."""
+MEASURES = {"dlr": "D_LR", "dlr_centred": "D_LR, centred span", "dlr_null": "D_LR null value 1 − √(r/p)",
+            "test_acc": "test accuracy", "test_clean_acc": "clean test accuracy", "train_acc": "train accuracy",
+            "s_init": "S_init", "nc1": "NC1", "nc1_bounded": "NC1 bounded (Tr Σ_W / Tr Σ_T)", "theta_sq": "‖θ‖²",
+            "theta_dist_rel": "‖θ − θ₀‖² / ‖θ₀‖²"}  # the rows of `arm_table`
+
+
+def arm_table(table: pd.DataFrame, by: str, columns: list[str]):
+    """The last step of every run, for people (`nhtlib.tables.for_people`): one row per measure of `columns` (named
+    by `MEASURES`) and one column per value of `by` (an arm, a learning rate, an α), each cell mean ± sd over seeds
+    (the mean alone for a single seed); the last row counts the seeds."""
     final = last(table)
     stats = final.groupby(by)[columns].agg(["mean", "std"])
-    out = pd.DataFrame({c: [f"{m:.3f} ± {0.0 if np.isnan(s) else s:.3f}" for m, s in
-                            zip(stats[c]["mean"], stats[c]["std"])] for c in columns}, index=stats.index)
-    out["seeds"] = final.groupby(by).seed.nunique()
-    return out
+    out = pd.DataFrame({MEASURES.get(c, c): [tables.mean_sd(m, v, ".3f") for m, v in
+                                             zip(stats[c]["mean"], stats[c]["std"])] for c in columns},
+                       index=stats.index)
+    out["seeds"] = final.groupby(by).seed.nunique().astype(str)
+    out = out.T
+    out.columns = [f"{tables.human_name(by)} = {tables.index_value(v)}" if not isinstance(v, str) else v
+                   for v in out.columns]
+    return tables.for_people(out.rename_axis("at the last step"))
 
 
 def arm_means(table: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -386,10 +398,16 @@ def arm_means(table: pd.DataFrame, by: str) -> pd.DataFrame:
     return last(table).groupby(by).mean(numeric_only=True)
 
 
+GROKKING_QUANTITIES = {"train_acc": "train accuracy", "test_acc": "test accuracy", "dlr": "D_LR",
+                       "dlr_null": "D_LR null value"}  # Fig. 5.2's lines
+
+
 def grokking_long(grok: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 5.2's long table: train / test accuracy, D_LR and its null value against step, one row per seed."""
-    return grok.melt(id_vars=["step", "seed"], value_vars=["train_acc", "test_acc", "dlr", "dlr_null"],
-                     var_name="quantity", value_name="value")
+    """Fig. 5.2's long table: train / test accuracy, D_LR and its null value against step, one row per seed
+    (quantity: the readable names of `GROKKING_QUANTITIES`)."""
+    long = grok.melt(id_vars=["step", "seed"], value_vars=list(GROKKING_QUANTITIES), var_name="quantity",
+                     value_name="value")
+    return long.assign(quantity=long.quantity.map(GROKKING_QUANTITIES))
 
 
 MEMORISED_TRAIN, MEMORISED_TEST, GROKKED_TEST = 0.99, 0.5, 0.95  # memorised: train ≥ 99 % while test < 50 %
@@ -416,6 +434,33 @@ def grok_points(grok: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("seed")
 
 
+def grok_table(grok: pd.DataFrame):
+    """Table 5.2 (for people): `grok_points` with one column per seed and one row per quantity."""
+    points = grok_points(grok)
+    rows = {"T_mem (steps)": ("T_mem", ",.0f"), "D_LR at T_mem": ("dlr_mem", ".3f"),
+            "test accuracy at T_mem": ("test_mem", ".3f"), "T_grok (steps)": ("T_grok", ",.0f"),
+            "last step": ("step_last", ",.0f"), "D_LR at the last step": ("dlr_last", ".3f"),
+            "test accuracy at the last step": ("test_last", ".3f"), "D_LR null value": ("null_last", ".3f"),
+            "grokked": ("grokked", None), "fall of D_LR": ("fall", ".3f")}
+    out = pd.DataFrame({f"seed {seed}": [("yes" if row.grokked else "no") if spec is None else
+                                         tables.number(row[column], spec) for column, spec in rows.values()]
+                        for seed, row in points.iterrows()}, index=list(rows))
+    return tables.for_people(out.rename_axis("per seed"))
+
+
+def paper_values(experiment: str, column: str) -> dict:
+    """The paper's value of `column` (dlr, test_acc) per arm of `experiment` [sec], keyed by the arm labels the
+    figures use (`ARMS`; the learning rate itself for "lr"), for `nhtlib.plots` `paper=` arguments; for "grokking",
+    the paper's values before and after grokking (a tuple)."""
+    values = PAPER[experiment]
+    if experiment == "grokking":
+        return values[column]
+    if experiment in ARMS:
+        _, _, names = ARMS[experiment]
+        return {names[arm]: v[column] for arm, v in values.items() if column in v}
+    return {arm: v[column] for arm, v in values.items() if column in v}
+
+
 ALPHA_MEASURES = {"dlr": "D_LR", "theta_sq": "‖θ‖²", "theta_dist_rel": "‖θ−θ₀‖²/‖θ₀‖²", "s_init": "S_init",
                   "nc1": "NC1", "nc1_bounded": "Tr Σ_W / Tr Σ_T", "test_acc": "test accuracy"}
 
@@ -429,8 +474,8 @@ def alpha_numbers(sweep: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-SPECTRA = {"rho_rel": ("ρ_k / ρ_1 (log scale)", True), "pi_star": ("cumulative quality Π*(k) (target)", False),
-           "pi_hat": ("cumulative utilisation Π̂(k) (learned output)", False)}  # Fig. 5.6's panels
+SPECTRA = {"rho_rel": ("eigenvalue ρ_k / ρ_1", True), "pi_star": ("quality Π*(k)", False),
+           "pi_hat": ("utilisation Π̂(k)", False)}  # Fig. 5.6's panels: (y label, log scale)
 UTILISATION_LEVEL = 0.9  # E1 reads the first k with Π̂(k) ≥ 0.9
 
 
@@ -445,6 +490,13 @@ def spectra(table: pd.DataFrame) -> pd.DataFrame:
         part["panel"] = name
         parts.append(part)
     return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
+
+
+def eigen_table(spectra_table: pd.DataFrame):
+    """Table 5.6 (for people): `eigen_summary`, per training and seed."""
+    return tables.for_people(eigen_summary(spectra_table), formats={"k where Π̂ ≥ 0.9": ",.0f",
+                                                                      "participation ratio of ρ": ".2f",
+                                                                      "Π*(9)": ".2f"})
 
 
 def eigen_summary(spectra_table: pd.DataFrame) -> pd.DataFrame:
@@ -567,6 +619,15 @@ CLAIMS = {
         "[paper, v1 abstract]; the eigen-plot formulas are ours [ours]", "D_LR",
         AllOf((("utilisation", AtLeast("the per-seed k(Π̂ ≥ 0.9) of lazy minus rich", DIRECTION)),
                ("spectrum", AtLeast("the per-seed participation ratio of ρ, lazy minus rich", DIRECTION))))),
+}
+# The paper's values of what the figures plot, per arm [sec] (the numbers the claims' paper texts above quote)
+PAPER = {
+    "shortcut": {"all": {"dlr": 0.0087, "test_acc": 0.100}, "head": {"dlr": 0.63, "test_acc": 0.744}},  # Fig. 1, MNIST
+    "grokking": {"dlr": (0.51, 0.11), "test_acc": (0.052, 0.998), "steps": (200, 3000)},  # mod 97, before / after
+    "batchnorm": {False: {"dlr": 0.66, "test_acc": 0.217}, True: {"dlr": 0.073, "test_acc": 0.720}},  # VGG-16, C-100
+    "lr": {0.005: {"dlr": 0.053, "test_acc": 0.663}, 0.05: {"dlr": 0.025, "test_acc": 0.783},
+           0.2: {"dlr": 0.039, "test_acc": 0.745}},  # ResNet18, CIFAR-100
+    "shuffle": {False: {"dlr": 0.031, "test_acc": 0.950}, True: {"dlr": 0.034, "test_acc": 0.095}},  # CIFAR-10
 }
 EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
                  "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}

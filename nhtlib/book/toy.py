@@ -14,12 +14,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .. import delay_law, predictions, regimes, separation
+from .. import delay_law, predictions, regimes, separation, tables
 from ..config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from ..data.toy import SparseParityTask
 from ..metrics.generalisation import memorisation_score
 from ..models import config as model_config
 from ..sweep import RunConfig, Sweep, grid
+from .probes import with_dlr
 from ..verdicts import AllOf, AtLeast, ClaimSpec, ClaimResult, Estimate, Within, interval
 
 CHAPTER = "01_toy_norm_hierarchy"
@@ -79,7 +80,12 @@ def configs(preset: ToyPreset, first_seed: int = 0) -> list[RunConfig]:
 
 def sweeps(preset: ToyPreset, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
     """The chapter's one sweep (what the compute planner plans; data_root is unused: the data are generated)."""
-    return [Sweep("toy grid", tuple(configs(preset, first_seed)))]
+    return [with_dlr("toy grid", configs(preset, first_seed))]
+
+
+def run(preset: ToyPreset, *, first_seed: int = 0, device: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """Train (or read back from the cache) the toy grid, with D_LR logged along every run for chapter 6."""
+    return sweeps(preset, first_seed=first_seed)[0].run(device=device, progress=progress)
 
 
 def analyse(runs: pd.DataFrame, preset: ToyPreset, *, transition_threshold: float,
@@ -184,25 +190,33 @@ def narrative_numbers(summary: pd.DataFrame) -> dict[str, float]:
             "V_st_median": float(inter.V_final.median()), "V_sc_median": float(inter.V_fit.median())}
 
 
-def regime_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Table 1.1: one row per (α, λ) with the majority regime, seeds per regime, and means over seeds."""
+def regime_table(summary: pd.DataFrame):
+    """Table 1.1 (for people, `nhtlib.tables.for_people`): one row per (α, λ) with the majority regime, seeds per
+    regime, and means over seeds of the decay from the peak, the final norm and test accuracy, and T_struct as
+    mean ± sd over the seeds that reached the transition threshold (— where none did)."""
     by_cell = summary.groupby(["alpha", "lam"])
-    return pd.DataFrame({
+    t = by_cell.T_struct
+    out = pd.DataFrame({
         "regime": by_cell.regime.agg(regimes.majority_regime),
-        "seeds (w/i/s)": by_cell.regime.agg(regimes.regime_counts),
-        "decay % from peak": by_cell.decay_pct.mean().round(1),
-        "final ‖θ‖²": by_cell.V_final.mean().round(1),
-        "final test acc": by_cell.final_test_acc.mean().round(3),
-        "T_struct (mean)": by_cell.T_struct.mean().round(0),
-        "T_struct (sd)": by_cell.T_struct.std().round(0),
-    }).rename_axis(index=["α", "λ"])
+        "seeds": by_cell.regime.agg(regimes.regime_counts),
+        "decay_pct": by_cell.decay_pct.mean(),
+        "V_final": by_cell.V_final.mean(),
+        "final_test_acc": by_cell.final_test_acc.mean(),
+        "T_struct": [tables.mean_sd(m, sd, ",.0f") for m, sd in zip(t.mean(), t.std())],
+    })
+    return tables.for_people(out, {"seeds": "w/i/s", "decay_pct": "decay %", "final_test_acc": "test acc",
+                                   "T_struct": "T_struct"},
+                             {"decay_pct": ".1f", "V_final": ",.1f", "final_test_acc": ".3f"})
 
 
-def layer_table(summary: pd.DataFrame, columns: Sequence[str] = ("peak_step", "decay_pct", "contraction_step")
-                ) -> pd.DataFrame:
-    """Table 1.2: per (α, λ) of the intermediate runs, each layer's peak step, decay % and contraction step
-    (means over seeds)."""
+def layer_table(summary: pd.DataFrame, columns: Sequence[str] = ("peak_step", "decay_pct", "contraction_step")):
+    """Table 1.2 (for people): per (α, λ) of the intermediate runs and per layer (output, then input), the layer's
+    peak step, decay % from its peak and contraction step T_tr (means over seeds)."""
     inter = summary[summary.regime == "intermediate"]
-    cols = {f"{q}:{layer}": f"{q.replace('_', ' ')} ({layer.split('.')[-1]})" for q in columns for layer in (HEAD, BODY)}
-    return inter.groupby(["alpha", "lam"])[list(cols)].mean().round(1).rename(columns=cols).rename_axis(
-        index=["α", "λ"])
+    rows = []
+    for (alpha, lam), g in inter.groupby(["alpha", "lam"]):
+        for layer in (HEAD, BODY):
+            rows.append({"alpha": alpha, "lam": lam, "layer": layer.split(".")[-1],
+                         **{q: g[f"{q}:{layer}"].mean() for q in columns}})
+    out = pd.DataFrame(rows, columns=["alpha", "lam", "layer", *columns]).set_index(["alpha", "lam", "layer"])
+    return tables.for_people(out, formats={"peak_step": ",.0f", "decay_pct": ".1f", "contraction_step": ",.0f"})

@@ -9,6 +9,9 @@ batches, and returns Phi (K, n, p) and F (K, n, C) as float64 on the CPU:
   `member_batched=False` is for a plain single model taking (n, ...) inputs (K = 1 is added); for sequence models
   `position` picks the token whose features count (e.g. -1, the "=" token of a modular-arithmetic transformer).
 
+`dlr_probe(...)` is its lean sibling: D_LR (the literal variant) and its null value only, cheap enough to log on
+every run of chapters 1-4, whose norm transitions chapter 6 reads it along.
+
 `richness_probe(...)` makes the `extra_metrics` function of `nht.run`: at every log step it evaluates, on a fixed
 probe subset of the training split, D_LR (both variants), its rank and null value, NC1/NC2, ||theta||^2 and
 ||theta - theta_0||^2 over the trainable parameters, S_init, and optionally the spectrum columns of `eigen`.
@@ -115,6 +118,28 @@ def member_metrics(phi: torch.Tensor, f: torch.Tensor, labels: torch.Tensor | No
             target = eigen.one_hot(labels, n_classes) if labels is not None else None
             out.update(eigen.spectrum_columns(eigen.spectrum(phi, f, target), eigen_k))
     return out
+
+
+def dlr_probe(n_probe: int = 256, *, split: str = "train", batch_size: int = 1024
+              ) -> Callable[[nn.Module, object], dict[str, torch.Tensor]]:
+    """The `extra_metrics` function for `nht.run` that logs D_LR along a run: columns dlr (the literal variant) and
+    dlr_null (`null_value` for the rank of the centred outputs and the feature width) per member, on the first
+    `n_probe` examples of `split` (a fixed sample, no augmentation)."""
+
+    def metrics(model: nn.Module, data) -> dict[str, torch.Tensor]:
+        part = data.splits[split].head(n_probe)
+        phi, f = extract(model, part.inputs(), batch_size=batch_size, per_member=part.per_member)
+        values, nulls = [], []
+        with warnings.catch_warnings(), single_thread():
+            warnings.simplefilter("ignore")  # constant outputs (a dead member) give NaN, already a warning in dlr
+            for k in range(phi.shape[0]):
+                result = dlr(phi[k], f[k], "literal", detail=True)
+                _, centred_rank = output_basis(f[k], "centred_span")
+                values.append(result.value)
+                nulls.append(null_value(min(centred_rank, result.rank), phi.shape[2]))
+        return {"dlr": torch.tensor(values, dtype=torch.float64), "dlr_null": torch.tensor(nulls, dtype=torch.float64)}
+
+    return metrics
 
 
 def richness_probe(n_probe: int = 1000, *, split: str = "train", eigen_k: int = 0, batch_size: int = 1024,

@@ -70,6 +70,20 @@ class BatchedModularMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (K, B, 2) long -> logits (K, B, p)."""
+        return self._head(self._features(x))
+
+    def features_and_outputs(self, x: torch.Tensor, initial: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(penultimate features (K, B, hidden), logits (K, B, p)) of x (K, B, 2): what D_LR reads
+        (`nhtlib.metrics.features.extract`); the initial parameters are not kept (initial must be False)."""
+        if initial:
+            raise ValueError("BatchedModularMLP keeps no initial parameters (initial=True needs a StackedModel)")
+        h = self._features(x)
+        return h, self._head(h)
+
+    def _head(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.head.bias.unsqueeze(1), h, self.head.weight.transpose(1, 2))
+
+    def _features(self, x: torch.Tensor) -> torch.Tensor:
         a, b = x[..., 0], x[..., 1]
         ea, eb = self.embedding.a, self.embedding.b
         d = ea.shape[-1]
@@ -87,8 +101,7 @@ class BatchedModularMLP(nn.Module):
         else:
             e = torch.cat([gather_rows(ea, a), gather_rows(eb, b)], dim=-1)
             pre = torch.baddbmm(self.hidden.bias.unsqueeze(1), e, w.transpose(1, 2))
-        h = nn.functional.gelu(pre)
-        return torch.baddbmm(self.head.bias.unsqueeze(1), h, self.head.weight.transpose(1, 2))
+        return nn.functional.gelu(pre)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,147 @@
+"""Chapter 6's module (nhtlib.book.synthesis): D_LR at the transition, the forecaster's claim, the S spectrum and NHT
+Table 3 (moved from chapter 4), on synthetic run tables with known answers (nothing is trained)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from nhtlib import forecast
+from nhtlib.book import celeba_waterbirds as cw
+from nhtlib.book import synthesis as syn
+from nhtlib.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
+
+SEEDS = (0, 1, 2)
+
+
+def domain(dlr_of, T_of=lambda seed, lam: 1000.0, seeds=SEEDS, lams=(0.1, 0.3), steps=2000, key="toy"):
+    """A domain whose runs log every 50 steps; D_LR(t) = dlr_of(t, T) and a norm that peaks at T / 2."""
+    rows, summary = [], []
+    run = 0
+    for seed in seeds:
+        for lam in lams:
+            T = T_of(seed, lam)
+            for t in np.arange(0, steps + 1, 50.0):
+                v = 100 + 900 * min(t, T / 2) / (T / 2) - (800 * (1 - np.exp(-(t - T / 2) / T)) if t > T / 2 else 0)
+                rows.append({"run": run, "seed": seed, "lam": lam, "lr": 1e-3, "step": t, "norm_sq": v,
+                             "dlr": dlr_of(t, T) + 0.001 * seed, "dlr_null": 0.8, "reliance": 0.0})
+            summary.append({"run": run, "seed": seed, "lam": lam, "T": T, "lr": 1e-3})
+            run += 1
+    return syn.DomainTrajectories(key, "toy (XOR, ours)", "01_toy_norm_hierarchy", pd.DataFrame(rows),
+                                  pd.DataFrame(summary), "T_test", "none")
+
+
+def drop_at_T(t, T):
+    """0.8 until T − T/4, a linear fall to 0.4 at T + T/4, then flat: it moves only across the transition."""
+    return float(np.interp(t, [0, 0.75 * T, 1.25 * T, 1e9], [0.8, 0.8, 0.4, 0.4]))
+
+
+def test_dlr_change_across_and_before_the_transition():
+    rows = syn.dlr_at_transition(domain(drop_at_T))
+    assert len(rows) == 6
+    assert rows.across.to_numpy() == pytest.approx(-0.4) and rows.before.to_numpy() == pytest.approx(0.0)
+    assert rows.moved.to_numpy() == pytest.approx(0.4)
+    # a steady drift moves as much before as across: |across| − |before| = 0
+    drift = syn.dlr_at_transition(domain(lambda t, T: 0.9 - 0.2 * t / T))
+    assert drift.moved.to_numpy() == pytest.approx(0.0, abs=1e-12)
+    # a run logged only until T (< T + h) is censored
+    short = syn.dlr_at_transition(domain(drop_at_T, steps=1000))
+    assert short.across.isna().all()
+
+
+def test_dlr_claims_decide_on_seeds():
+    d = {"toy": domain(drop_at_T)}
+    results = {r.id: r for r in syn.judge(d, syn.evaluate_forecasts(d), pd.DataFrame(columns=["domain"]))}
+    assert results["D1-toy"].verdict == REPRODUCED and results["D2-toy"].verdict == REPRODUCED
+    assert results["D1-toy"].n == 3 and results["D1-toy"].source == "book"
+    rises = {"toy": domain(lambda t, T: 1.2 - drop_at_T(t, T))}  # the mirror image: D_LR rises across T
+    r = {x.id: x for x in syn.judge(rises, syn.evaluate_forecasts(rises), pd.DataFrame(columns=["domain"]))}
+    assert r["D1-toy"].verdict == REPRODUCED and r["D2-toy"].verdict == NOT_REPRODUCED
+    steady = {"toy": domain(lambda t, T: 0.5)}  # flat: no change either way
+    r = {x.id: x for x in syn.judge(steady, syn.evaluate_forecasts(steady), pd.DataFrame(columns=["domain"]))}
+    assert r["D2-toy"].verdict == INCONCLUSIVE
+    # domains that were not loaded, and a domain without a transition, are not testable
+    assert r["D1-celeba"].verdict == NOT_TESTABLE and r["F1-celeba"].verdict == NOT_TESTABLE
+    never = {"toy": domain(drop_at_T, T_of=lambda s, lam: float("nan"))}
+    r = {x.id: x for x in syn.judge(never, syn.evaluate_forecasts(never), pd.DataFrame(columns=["domain"]))}
+    assert r["D1-toy"].verdict == NOT_TESTABLE and "no run transitioned" in r["D1-toy"].ours
+
+
+def test_the_forecaster_claim_reads_held_out_seeds():
+    rows = []
+    for seed in SEEDS:
+        for run, (f_within, b_within) in enumerate([(True, False), (True, False), (False, False)]):
+            for method, within in ((forecast.FORECASTER, f_within), (forecast.BASELINE, b_within)):
+                rows.append({"domain": "toy (XOR, ours)", "run": f"{seed}-{run}", "group": seed, "method": method,
+                             "fraction": 0.5, "within": within})
+    gain = syn._share_gain(pd.DataFrame(rows), "toy (XOR, ours)")
+    assert gain.value == pytest.approx(2 / 3) and gain.n == 3
+    assert syn._share_gain(pd.DataFrame(rows), "CelebA").n == 0
+
+
+def test_claims_are_declared_once():
+    for cid, spec in syn.CLAIMS.items():
+        assert spec.id == cid and spec.source in SOURCES
+    assert {s.source for cid, s in syn.CLAIMS.items() if cid != "S1"} == {"book"}
+    assert "[paper" in syn.CLAIMS["S1"].paper
+
+
+# ------------------------------------------------------------------------------------------ the S spectrum
+
+def scores_frame(means, wb=cw.STANDIN, seeds=SEEDS):
+    """Recorded separation scores: two pooled runs per (domain, seed) around the given mean S."""
+    rows = []
+    for name, mean in means.items():
+        for s in seeds:
+            for dv in (-0.02, 0.02):
+                rows.append({"domain": wb if name == "Waterbirds" else name, "chapter": "any", "weight_decay": 0.1,
+                             "seed": s, "regime": "intermediate", "pooled": True, "S": mean + dv + 0.01 * s,
+                             "signal": "φ", "scale": "cpu"})
+    return pd.DataFrame(rows)
+
+
+PAPER_LIKE = {"modular arithmetic": 0.95, "CIFAR-10 borders": 0.6, "CelebA": -0.1, "Waterbirds": 0.0}
+
+
+def s1(scores, waterbirds=cw.STANDIN):
+    parts, note = syn.spectrum_order(scores, waterbirds)
+    return syn.CLAIMS["S1"].judge(parts, ours=note if parts is None else None)
+
+
+def test_s1_orders_the_spectrum():
+    assert s1(scores_frame(PAPER_LIKE)).verdict == REPRODUCED
+    swapped = {**PAPER_LIKE, "CelebA": 0.8}  # CelebA above CIFAR-10: one step of three fails
+    assert s1(scores_frame(swapped)).verdict == PARTLY
+    # the stand-in's scores are read under its own name, not the real data set's
+    assert s1(scores_frame(PAPER_LIKE), waterbirds="Waterbirds").verdict == NOT_TESTABLE
+    row = s1(scores_frame({k: v for k, v in PAPER_LIKE.items() if k != "modular arithmetic"}))
+    assert row.verdict == NOT_TESTABLE and "modular arithmetic" in row.ours
+    assert s1(scores_frame(PAPER_LIKE, seeds=(0, 1))).verdict == INCONCLUSIVE
+
+
+def test_spectrum_table_lists_every_domain():
+    spec = syn.spectrum_table(scores_frame({"CIFAR-10 borders": 0.6, "CelebA": -0.1, "Waterbirds": 0.0}))
+    assert list(spec.index) == ["toy (XOR, ours)", "modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
+    assert spec.loc["modular arithmetic", "runs"] == 0 and spec.loc["CelebA", "runs"] == 6
+    assert spec.loc["CelebA", "S (mean)"] == pytest.approx(-0.09)
+    assert spec.loc[cw.STANDIN, "paper S"] == "≈ 0.0" and spec.loc["CIFAR-10 borders", "chapter"] == "03_border_cifar"
+
+
+def test_table3_query_puts_each_chapter_in_its_row():
+    rows = [("02_grokking", "P1", INCONCLUSIVE), ("03_border_cifar", "P1", REPRODUCED),
+            ("03_border_cifar", "P6", NOT_REPRODUCED), (cw.CHAPTER, "C-P1", REPRODUCED),
+            (cw.CHAPTER, "W-P1", NOT_REPRODUCED), (cw.CHAPTER, "W-P3", INCONCLUSIVE),
+            (cw.CHAPTER, "C-P6", NOT_TESTABLE), (cw.CHAPTER, "C-L1", REPRODUCED), ("05_dlr_batchnorm", "C-P2", PARTLY)]
+    recorded = pd.DataFrame(rows, columns=["chapter", "id", "verdict"])
+    spectrum = syn.spectrum_table(scores_frame(PAPER_LIKE))
+    table = syn.table3(recorded, spectrum)
+    assert list(table.index) == ["modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
+    assert table.loc["modular arithmetic", "P1"] == "✓ | inconclusive"
+    assert table.loc["CIFAR-10 borders", "P6"] == "× | not reproduced"
+    assert table.loc["CelebA", "P1"] == "✓ | reproduced" and table.loc["CelebA", "P6"] == "× | not testable here"
+    assert table.loc["CelebA", "P2"] == "✓ | not run"  # another chapter's "C-P2" is not CelebA's
+    assert table.loc[cw.STANDIN, "P1"] == "✓ | not reproduced" and table.loc[cw.STANDIN, "P3"] == "× | inconclusive"
+    assert table.loc["CelebA", "ours reproduced"] == "1/6" and table.loc["CIFAR-10 borders", "ours reproduced"] == "1/6"
+    assert table.loc["modular arithmetic", "ours reproduced"] == "0/6"
+    assert syn.table3(recorded[recorded.chapter != "02_grokking"], spectrum).loc[
+        "modular arithmetic", "ours reproduced"] == "not run"
+    assert table.loc["CelebA", "paper confirmed"] == "4/6" and table.loc[cw.STANDIN, "paper S"] == "≈ 0.0"
+    assert table.loc["CelebA", "our S"] == "-0.09"
