@@ -171,8 +171,9 @@ def verdict_counts_text(chapter: str, scale: str) -> str:
     path = final_chapter_dir(chapter, scale) / "claims.csv"
     if not path.exists():
         return "not run at this scale"
-    counts = pd.read_csv(path).verdict.value_counts()
-    return " · ".join(f"{n} {verdict}" for verdict, n in counts.items()) or "no claims"
+    from .provenance import verdict_tally
+
+    return verdict_tally(pd.read_csv(path).verdict) or "no claims"
 
 
 def _render_intro(text: str, scale: str) -> str:

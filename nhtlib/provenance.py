@@ -97,6 +97,15 @@ def rerun_command(chapter: str, scale: str, *, data_root: str | None = None) -> 
     return command + (f" -p data_root {data_root}" if data_root else "")
 
 
+def verdict_tally(verdicts: pd.Series, *, bold: bool = False) -> str:
+    """'4 reproduced · 1 partly · 2 inconclusive': the count of each verdict, in the book's order of verdicts."""
+    from .verdicts import VERDICTS
+
+    counts = verdicts.value_counts()
+    order = [v for v in VERDICTS if v in counts] + [v for v in counts.index if v not in VERDICTS]
+    return " · ".join(f"**{counts[v]}** {v}" if bold else f"{counts[v]} {v}" for v in order)
+
+
 def claim_sections(notebook: str | os.PathLike) -> dict[str, tuple[int, str]]:
     """claim id -> (cell index, heading line) of the section (## or ###) whose cell shows the claim's verdict: the
     first section with a Markdown output that opens a paragraph with ``**<id>**`` (`nhtlib.claims.verdict_markdown`)."""
@@ -146,8 +155,7 @@ def verdict_glance(claims: pd.DataFrame | None, sections: dict[str, str] | None 
     if claims is None or claims.empty:
         return ""
     sections = sections or {}
-    counts = claims.verdict.value_counts()
-    tally = " · ".join(f"**{n}** {verdict}" for verdict, n in counts.items())
+    tally = verdict_tally(claims.verdict, bold=True)
     lines = [f"**Verdicts at a glance** ({len(claims)} claims): {tally}", "",
              "| claim | verdict | statement |", "|---|---|---|"]
     for row in claims.itertuples():
@@ -187,12 +195,17 @@ def box_markdown(record: dict[str, Any], claims: pd.DataFrame | None = None, *, 
 
 
 def insert_box(notebook: str | os.PathLike, markdown: str) -> None:
-    """Put `markdown` as a cell tagged BOX_TAG right after the notebook's first cell (its title), replacing an
-    earlier box; the file is rewritten in place."""
+    """Put `markdown` as a cell tagged BOX_TAG right under the notebook's title (a first cell that holds more than
+    its ``# title`` line is split after it), replacing an earlier box; the file is rewritten in place."""
     import nbformat
 
     nb = nbformat.read(str(notebook), as_version=4)
     nb.cells = [c for c in nb.cells if BOX_TAG not in c.get("metadata", {}).get("tags", [])]
+    first = nb.cells[0] if nb.cells else None
+    if first is not None and first.cell_type == "markdown" and first.source.startswith("# ") and "\n" in first.source:
+        title, rest = first.source.split("\n", 1)
+        first.source = title
+        nb.cells.insert(1, nbformat.v4.new_markdown_cell(rest.lstrip("\n")))
     cell = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": [BOX_TAG]})
     nb.cells.insert(1 if nb.cells else 0, cell)
     nbformat.write(nb, str(notebook))
