@@ -63,16 +63,13 @@ def _tidy(runs: pd.DataFrame, summary: pd.DataFrame, keys: list[str], t_column: 
     ids = {key: i for i, key in enumerate(summary[keys].itertuples(index=False, name=None))}
     runs = runs.assign(run=[ids.get(k, -1) for k in runs[keys].itertuples(index=False, name=None)])
     runs = runs[runs.run >= 0]
-    lam = "lam" if "lam" in runs else "weight_decay"
+    lam = "lam" if "lam" in runs else "weight_decay"  # chapter 2's run table keeps weight_decay; its summary has lam
     table = pd.DataFrame({"run": runs.run, "seed": runs.seed, "lam": runs[lam], "lr": runs.lr, "step": runs.step,
                           "norm_sq": runs.norm_sq, "dlr": runs.get("dlr", np.nan),
                           "dlr_null": runs.get("dlr_null", np.nan), "reliance": runs[reliance]})
-    lr = runs.groupby("run").lr.first()
-    per_run = pd.DataFrame({"run": [ids[k] for k in summary[keys].itertuples(index=False, name=None)],
-                            "seed": summary.seed.to_numpy(),
-                            "lam": summary[lam if lam in summary else "lam"].to_numpy(float),
-                            "T": summary[t_column].to_numpy(float) * t_scale})
-    per_run["lr"] = per_run.run.map(lr)
+    per_run = pd.DataFrame({"run": list(ids.values()), "seed": summary.seed.to_numpy(),
+                            "lam": summary.lam.to_numpy(float), "T": summary[t_column].to_numpy(float) * t_scale})
+    per_run["lr"] = per_run.run.map(runs.groupby("run").lr.first())
     return table.sort_values(["run", "step"]).reset_index(drop=True), per_run
 
 

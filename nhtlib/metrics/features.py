@@ -100,16 +100,22 @@ def _trainable_norms(model: nn.Module) -> dict[str, torch.Tensor]:
     return {"theta_sq": norm.cpu(), "theta_dist_rel": (dist / init_sq).cpu()}
 
 
+def dlr_with_null(phi: torch.Tensor, f: torch.Tensor):
+    """(the literal D_LR result of one member's Phi (n, p) and F (n, C), its null value `null_value` for the rank of
+    the centred outputs and the feature width p): what every probe logs as dlr and dlr_null."""
+    lit = dlr(phi, f, "literal", detail=True)
+    _, centred_rank = output_basis(f, "centred_span")
+    return lit, null_value(min(centred_rank, lit.rank), phi.shape[1])
+
+
 def member_metrics(phi: torch.Tensor, f: torch.Tensor, labels: torch.Tensor | None, n_classes: int,
                    phi_init: torch.Tensor | None = None, eigen_k: int = 0) -> dict[str, float]:
     """All probe metrics of one member from its Phi (n, p), F (n, C), labels (n,) and initial Phi."""
     with warnings.catch_warnings(), single_thread():
         warnings.simplefilter("ignore")
-        lit = dlr(phi, f, "literal", detail=True)
+        lit, null = dlr_with_null(phi, f)
         out = {"dlr": lit.value, "dlr_centred": dlr(phi, f, "centred_span"), "dlr_rank": float(lit.rank),
-               "dlr_null": lit.null, "feature_dim": float(phi.shape[1])}
-        _, r_c = output_basis(f, "centred_span")
-        out["dlr_null"] = null_value(min(r_c, lit.rank), phi.shape[1])
+               "dlr_null": null, "feature_dim": float(phi.shape[1])}
         if labels is not None:
             out.update(baselines.nc1(phi, labels))
             out.update(baselines.nc2(phi, labels))
@@ -129,15 +135,11 @@ def dlr_probe(n_probe: int = 256, *, split: str = "train", batch_size: int = 102
     def metrics(model: nn.Module, data) -> dict[str, torch.Tensor]:
         part = data.splits[split].head(n_probe)
         phi, f = extract(model, part.inputs(), batch_size=batch_size, per_member=part.per_member)
-        values, nulls = [], []
         with warnings.catch_warnings(), single_thread():
             warnings.simplefilter("ignore")  # constant outputs (a dead member) give NaN, already a warning in dlr
-            for k in range(phi.shape[0]):
-                result = dlr(phi[k], f[k], "literal", detail=True)
-                _, centred_rank = output_basis(f[k], "centred_span")
-                values.append(result.value)
-                nulls.append(null_value(min(centred_rank, result.rank), phi.shape[2]))
-        return {"dlr": torch.tensor(values, dtype=torch.float64), "dlr_null": torch.tensor(nulls, dtype=torch.float64)}
+            rows = [dlr_with_null(phi[k], f[k]) for k in range(phi.shape[0])]
+        return {"dlr": torch.tensor([lit.value for lit, _ in rows], dtype=torch.float64),
+                "dlr_null": torch.tensor([null for _, null in rows], dtype=torch.float64)}
 
     return metrics
 
