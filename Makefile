@@ -32,7 +32,7 @@ $(NODE_STAMP): package.json package-lock.json
 # chapters one at a time with progress (chapters whose page would not change are skipped), a table of wall time per
 # chapter, then the site from the executed notebooks (nhtlib/build.py).
 book: venv
-	$(PY) -m nhtlib.build --sphinx-flags "$(BOOK_FLAGS)"
+	$(PY) -m nhtlib.cli.build --sphinx-flags "$(BOOK_FLAGS)"
 
 # Every chapter at smoke scale as nbval items (one per cell: a failure names the chapter and the cell), then the
 # library tests and the end-to-end book test, which builds the site from those executions (conftest.py).

@@ -3,7 +3,7 @@ test`` runs them), one item per cell, at smoke scale.
 
 Every chapter is executed once in ``make test``: the executed cells' outputs are kept and, when every cell of a
 chapter passed, written as that chapter's results (``executed.ipynb`` with its provenance box, ``run.json``; as
-the chapter runner writes them, `nhtlib.chapters.finish_run`) into a results folder shared with the book test
+the chapter runner writes them, `nhtlib.cli.runner.finish_run`) into a results folder shared with the book test
 (``$NHT_BOOK_RESULTS``), whose site build then finds every chapter up to date and executes none again.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def pytest_runtest_setup(item):
     chapters = item.config._nht_chapters
     path = Path(str(item.parent.fspath))
     if path.stem not in chapters:
-        from nhtlib.chapters import chapter_runs
+        from nhtlib.cli.runner import chapter_runs
 
         os.environ["NHT_RESULTS"] = os.environ[BOOK_RESULTS_ENV]  # tests in between may have changed it
         chapters[path.stem] = {"runs": chapter_runs(path.stem, {}, notebook_dir=path.parent), "failed": False,
@@ -83,7 +83,7 @@ def pytest_runtest_teardown(item, nextitem):
         return
     import nbformat
 
-    from nhtlib.chapters import finish_run
+    from nhtlib.cli.runner import finish_run
     from nhtlib.paths import final_chapter_dir
 
     wall = time.perf_counter() - state["t0"]

@@ -8,7 +8,7 @@ after another, with the achieved matmul GFLOP/s against a plain fp32 matmul meas
     .venv/bin/python benchmarks/bench_batched.py --model vgg16_bn     # chapter 5: K = 4 VGG16-BN members batched
                                                   # (vmap) against the same model member by member (random images)
 
-Every timing runs the training step of the book's loop (nhtlib.train: batch sampler, select, member loss, backward,
+Every timing runs the training step of the book's loop (nhtlib.engine.train: batch sampler, select, member loss, backward,
 batched AdamW), without logging. FLOPs are the matmul FLOPs of forward + backward counted by
 torch.utils.flop_counter (elementwise work is not counted). On a shared machine, run it when the cores are idle:
 the numbers scale with whatever CPU time the other processes leave.
@@ -23,9 +23,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import nhtlib as nht
-from nhtlib import plan
+from nhtlib.engine import plan
 from nhtlib.data import Dataset, Split, stack_members
-from nhtlib.train import BatchSampler, make_optimizer, member_loss, select
+from nhtlib.engine.train import BatchSampler, make_optimizer, member_loss, select
 
 
 def setup(model_cfg, task, cfg, seeds, loop_batchnorm=False):
@@ -109,7 +109,7 @@ def plain_flops_per_step(model_cfg, task, cfg):
 
 
 def matmul_rate(n=1024, repeats=20):
-    """GFLOP/s of a plain fp32 n×n×n matmul (the machine's attainable matmul rate; `nhtlib.plan`'s)."""
+    """GFLOP/s of a plain fp32 n×n×n matmul (the machine's attainable matmul rate; `nhtlib.engine.plan`'s)."""
     return plan.matmul_rate(torch.float32, n, repeats) / 1e9
 
 
@@ -173,7 +173,7 @@ def main():
     args.k, args.steps = args.k or 16, args.steps or 40
     if args.model == "simple_cnn":  # chapters 3-4: border CIFAR-10, minibatches of 32 unless told otherwise
         args.batch_size = args.batch_size or 32
-        task = nht.data.borders.BorderCIFARTask(n_train=args.n_train, n_test=10, image_size=args.image_size,
+        task = nht.data.coloured_borders.BorderCIFARTask(n_train=args.n_train, n_test=10, image_size=args.image_size,
                                                 border_width=1, data_root=args.data_root)
     else:
         task = nht.data.modular.ModularTask(p=args.p, train_frac=args.train_frac)

@@ -14,7 +14,9 @@ import time
 
 import torch
 
-from nhtlib.metrics import baselines, dlr, dlr_kernel, extract
+from nhtlib.analysis.metrics import baselines
+from nhtlib.analysis.metrics.dlr import dlr, dlr_kernel
+from nhtlib.analysis.metrics.features import extract
 from nhtlib.models.stacked import MLPNet
 
 

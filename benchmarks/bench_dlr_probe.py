@@ -1,4 +1,4 @@
-"""What logging D_LR along chapters 1–4's runs costs (chapter 6's probe, `nhtlib.book.probes`): for each probed sweep,
+"""What logging D_LR along chapters 1–4's runs costs (chapter 6's probe, `nhtlib.chapters.probes`): for each probed sweep,
 its first batched group trained for a stretch of its own schedule with and without the probe, at the sweep's own
 density of log steps, in one run, with the machine's fp32 matmul rate beside it.
 
@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from nhtlib import plan
-from nhtlib.book import probes, synthesis
+from nhtlib.engine import plan
+from nhtlib.chapters import probes, synthesis
 from nhtlib.data import stack_members
-from nhtlib.sweep import batch_groups
-from nhtlib.train import train
+from nhtlib.engine.sweep import batch_groups
+from nhtlib.engine.train import train
 
 
 def _timed(configs, cfg, extra_metrics) -> float:

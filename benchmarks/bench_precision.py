@@ -12,7 +12,7 @@ Workloads (K members batched, as the chapters train them):
 * SimpleCNN (chapters 3-4): 16 x 16 RGB inputs, 10 classes, batch 32, K = 6 (random images: the speed of a step
   does not depend on the pixels, and no data set has to be on disk).
 
-Every timing runs the training step of `nhtlib.train` (batch sampler, select, forward under the precision's
+Every timing runs the training step of `nhtlib.engine.train` (batch sampler, select, forward under the precision's
 autocast, fp32 member loss, backward, batched AdamW), without logging, for the workload's steps or at most
 --max-seconds (so a loaded machine does not stretch the run). "fp32" is also what "tf32" runs on a CPU. Read the
 ratios (bf16 / fp32), not the absolute numbers: on a shared machine the numbers scale with whatever CPU time the
@@ -30,10 +30,10 @@ from typing import Callable
 import torch
 
 import nhtlib as nht
-from nhtlib import plan
+from nhtlib.engine import plan
 from nhtlib.data import Dataset, Split, stack_members
-from nhtlib.precision import forward_autocast
-from nhtlib.train import BatchSampler, make_optimizer, member_loss, select
+from nhtlib.engine.precision import forward_autocast
+from nhtlib.engine.train import BatchSampler, make_optimizer, member_loss, select
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -55,7 +55,7 @@ def random_images(seeds: list[int], n: int = 512, side: int = 16, n_classes: int
 
 
 def workloads(steps_scale: float) -> list[Workload]:
-    toy = nht.data.toy.SparseParityTask(n_bits=40, n_train=300, n_test=10)
+    toy = nht.data.sparse_parity.SparseParityTask(n_bits=40, n_train=300, n_test=10)
     modular = nht.data.modular.ModularTask(p=97, train_frac=0.5)
     scaled = lambda n: max(2, int(round(n * steps_scale)))  # noqa: E731
     return [
@@ -80,7 +80,7 @@ def setup(w: Workload):
 
 
 def step(model, data, opt, sampler, k: int, precision: str) -> None:
-    """One step of nhtlib.train's loop (its divergence bookkeeping aside)."""
+    """One step of nhtlib.engine.train's loop (its divergence bookkeeping aside)."""
     x, y = select(data.splits["train"], sampler.next(), k)
     with forward_autocast(precision, "cpu"):
         logits = model(x)
@@ -114,7 +114,7 @@ def best_rates(w: Workload, repeats: int, max_seconds: float) -> dict[str, float
 
 
 def matmul_rate(dtype: torch.dtype, n: int = 1024, repeats: int = 10) -> float:
-    """GFLOP/s of a plain n x n x n matmul in `dtype` (the machine's attainable matmul rate; `nhtlib.plan`'s)."""
+    """GFLOP/s of a plain n x n x n matmul in `dtype` (the machine's attainable matmul rate; `nhtlib.engine.plan`'s)."""
     return plan.matmul_rate(dtype, n, repeats) / 1e9
 
 

@@ -89,7 +89,7 @@ def cifar_config(root: Path, n_train: int = 100) -> "nht.RunConfig":
     return nht.RunConfig(task, nht.models.config("mlp", hidden=(8,)), nht.TrainConfig(steps=20, n_logs=2))
 
 
-TOY = nht.RunConfig(nht.data.toy.SparseParityTask(n_bits=6, n_train=32, n_test=32),
+TOY = nht.RunConfig(nht.data.sparse_parity.SparseParityTask(n_bits=6, n_train=32, n_test=32),
                     nht.models.config("mlp", hidden=(8,)), nht.TrainConfig(steps=20, n_logs=4))
 
 
@@ -324,7 +324,7 @@ NOTEBOOK = {
 
 @trial("run a chapter (seed 0), then re-run it with seed=-1 (fails) and with seed=3")
 def failed_chapter_run():
-    from nhtlib import chapters
+    from nhtlib.cli import runner as chapters
 
     folder = WORK / "notebooks"
     folder.mkdir()

@@ -1,6 +1,6 @@
 """The prepared GPU check: what the book's workloads achieve on a device, per precision, and whether NSDL's grokking
 run reproduces there — one command, at most 8 minutes on an NVIDIA H200 (`--budget-s`, default 420 s), one JSON
-record that the compute planner reads (`nhtlib.plan.measured_rates`).
+record that the compute planner reads (`nhtlib.engine.plan.measured_rates`).
 
     python benchmarks/gpu_check.py                   # on the lent GPU: benchmarks/records/gpu_check-h200-<time>.json
     python benchmarks/gpu_check.py --out "$OUT"      # on a copied tree: write the record where it comes back
@@ -8,21 +8,21 @@ record that the compute planner reads (`nhtlib.plan.measured_rates`).
 
 What is measured:
 
-1. **Achieved FLOP/s per chapter and precision.** For every chapter of `nhtlib.book.SWEEPS` at scale "paper" (tiny:
-   "smoke") its heaviest batched group — the largest FLOPs per step × members × steps over `nhtlib.plan.groups` of
+1. **Achieved FLOP/s per chapter and precision.** For every chapter of `nhtlib.chapters.SWEEPS` at scale "paper" (tiny:
+   "smoke") its heaviest batched group — the largest FLOPs per step × members × steps over `nhtlib.engine.plan.groups` of
    all its sweeps (the planner's `StepCost`, shapes from `nhtlib.data.layout`: no data file is read). Its batched
-   model is built on the device with K members (all of the group's when `nhtlib.plan.fit` says they fit the free
-   device memory; tiny: at most 16) and trained on random inputs of the real shapes by `nhtlib.plan.synthetic_step`
+   model is built on the device with K members (all of the group's when `nhtlib.engine.memory.fit` says they fit the free
+   device memory; tiny: at most 16) and trained on random inputs of the real shapes by `nhtlib.engine.plan.synthetic_step`
    (the real optimiser with the members' own η and λ, the forward under the precision's autocast, the fp32 loss),
    with the TF32 flags of the precision held for the whole step, as the training loop does. Steps are timed after warm-up between `torch.cuda.synchronize()` calls,
    their number chosen to fill a few seconds (every (chapter, precision) stays under ~15 s).
    Achieved FLOP/s = `cost.step_flops(batch) × K / seconds per step` (matmul / convolution FLOPs, the planner's
    convention; data loading, sampling and evaluation are not in the timed step), and its share of the device's dense
-   peak (`nhtlib.plan.H200.peak_flops`; null off an H200). Report ratios (bf16 / fp32, achieved / peak): they are
+   peak (`nhtlib.engine.plan.H200.peak_flops`; null off an H200). Report ratios (bf16 / fp32, achieved / peak): they are
    what the planner's time estimates rest on.
 2. **NSDL Table 2 at λ = 1 on the device.** NSDL's Transformer at its settings (p = 97, AdamW η = 1e-3, batch 512
    with replacement, 10 seeds 42–51 batched, 4,400 steps: T_grok ≈ 1,840 plus NSDL's 2,000-step window, logged every
-   200 steps — NSDL's grid) trained by `nhtlib.sweep.run` into a fresh run cache at fp32, then, when the budget
+   200 steps — NSDL's grid) trained by `nhtlib.engine.sweep.run` into a fresh run cache at fp32, then, when the budget
    allows, at the fastest precision of part 1 (the grokking chapter's, whose heaviest group is this Transformer);
    `analyse_nsdl` reads T_mem and T_grok on NSDL's grid, compared with `NSDL_TABLE2` (T_mem ≈ 800, T_grok =
    1,840 ± 215), with the wall time and member-steps/s. Tiny: p = 31, 3 seeds, 800 steps.
@@ -33,7 +33,7 @@ What is measured:
    a killed run still leaves the rates it measured.
 
 The machine: the lent NVIDIA H200 (141 GB, dense peaks 67 / 494.5 / 989.5 TFLOP/s at fp32 / tf32 / bf16, as
-`nhtlib.plan.H200` states them); any other CUDA device works, recorded under a slug of its name, without a share of
+`nhtlib.engine.plan.H200` states them); any other CUDA device works, recorded under a slug of its name, without a share of
 peak. Not yet run on one: estimated at ≈ 3 minutes (part 1 ≈ 1.5 min, each NSDL run under a minute). Part 1 stops
 starting entries when less than 2 minutes of the budget are left, and an NSDL run starts only when its estimate (its
 batched step timed on the device × its steps) fits what is left. Tiny mode runs at one torch thread (on a busy shared
@@ -70,15 +70,16 @@ try:
 except ImportError:  # a bare machine (the lent GPU): the checkout itself
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nhtlib import plan  # noqa: E402 - after the path fallback
-from nhtlib.book import SWEEPS  # noqa: E402
-from nhtlib.book import grokking as grok  # noqa: E402
-from nhtlib.cache import RunCache  # noqa: E402
+from nhtlib.engine import plan  # noqa: E402 - after the path fallback
+from nhtlib.engine import memory
+from nhtlib.chapters import SWEEPS  # noqa: E402
+from nhtlib.chapters import grokking as grok  # noqa: E402
+from nhtlib.engine.cache import RunCache  # noqa: E402
 from nhtlib.config import PRECISIONS  # noqa: E402
 from nhtlib.data.layout import layout  # noqa: E402
 from nhtlib.paths import atomic_write_bytes, git_commit, source_hash  # noqa: E402
-from nhtlib.precision import tf32_flags  # noqa: E402
-from nhtlib.sweep import run as run_configs  # noqa: E402
+from nhtlib.engine.precision import tf32_flags  # noqa: E402
+from nhtlib.engine.sweep import run as run_configs  # noqa: E402
 
 NSDL_FIRST_SEED = 42  # NSDL's seeds 42–51
 FASTER_BY = 1.05  # a precision is "faster" than fp32 when its rate is at least this many times fp32's
@@ -141,7 +142,7 @@ def device_name(device: torch.device) -> str:
 
 
 def device_key(name: str, tiny: bool) -> str:
-    """'cpu-tiny' in tiny mode, 'h200' for an H200 (the planner's key, `nhtlib.plan.DEVICES`), else a slug of the
+    """'cpu-tiny' in tiny mode, 'h200' for an H200 (the planner's key, `nhtlib.engine.plan.DEVICES`), else a slug of the
     name."""
     if tiny:
         return "cpu-tiny"
@@ -201,15 +202,15 @@ def heaviest_group(chapter: str, scale: str, data_root: str | None) -> dict:
     for s in sweeps:
         for c in s.configs:
             sweep_of.setdefault(c.digest(), s.name)
-    costs: dict[tuple, plan.StepCost] = {}
+    costs: dict[tuple, memory.StepCost] = {}
     best: dict | None = None
     for members in plan.groups([c for s in sweeps for c in s.configs]):
         first = members[0]
         shape = layout(first.task)
         key = (first.model.digest(), shape)
         if key not in costs:
-            costs[key] = plan.measure_step(first, shape)
-        cost, batch = costs[key], plan.step_batch(first.train, shape)
+            costs[key] = memory.measure_step(first, shape)
+        cost, batch = costs[key], memory.step_batch(first.train, shape)
         total = cost.step_flops(batch) * len(members) * first.train.steps
         if best is None or total > best["train_flops"]:
             best = {"members": members, "sweep": sweep_of[first.digest()], "cost": cost, "shape": shape,
@@ -220,7 +221,7 @@ def heaviest_group(chapter: str, scale: str, data_root: str | None) -> dict:
 
 
 def time_training_steps(step, precision: str, device: torch.device, mode: Mode) -> tuple[float, int]:
-    """(seconds per training step, steps timed) of `step(precision)` (`nhtlib.plan.synthetic_step`), after
+    """(seconds per training step, steps timed) of `step(precision)` (`nhtlib.engine.plan.synthetic_step`), after
     warm-up; the whole call stays under mode.entry_limit_s (the steps are fitted to mode.timed_s from one
     calibration step)."""
     started = time.perf_counter()
@@ -248,12 +249,12 @@ def time_training_steps(step, precision: str, device: torch.device, mode: Mode) 
 
 
 def members_that_fit(group: dict, device: torch.device, mode: Mode) -> int:
-    """All of the group's members when they fit the free memory (`plan.fit`), else as many as do; mode's cap."""
+    """All of the group's members when they fit the free memory (`memory.fit`), else as many as do; mode's cap."""
     members = len(group["members"])
     if mode.member_cap is not None:
         return min(members, mode.member_cap)
-    memory, reserve = plan.device_memory(str(device))
-    k, _, _ = plan.fit(group["cost"], group["members"][0].train, group["shape"], members, memory, reserve=reserve)
+    free, reserve = memory.device_memory(str(device))
+    k, _, _ = memory.fit(group["cost"], group["members"][0].train, group["shape"], members, free, reserve=reserve)
     return k
 
 
@@ -278,7 +279,7 @@ def measure_chapter(chapter: str, device: torch.device, name: str, mode: Mode, c
                     "group_train_flops": group["train_flops"]})
     try:
         k = members_that_fit(group, device, mode)
-    except plan.MemoryPlanError as err:
+    except memory.MemoryPlanError as err:
         reason = f"does not fit: {short_error(err)}"
         details["precisions"] = {p: {"skipped": reason} for p in PRECISIONS}
         clock.say(f"{chapter}: {reason}")
@@ -407,7 +408,7 @@ def nsdl_part(rates: dict[str, dict[str, float]], device: torch.device, mode: Mo
     settings = dict(comparable=mode.name != "tiny", progress=mode.name != "tiny")
     out: dict = {"preset": preset.to_dict(), "seeds": [NSDL_FIRST_SEED, NSDL_FIRST_SEED + preset.seeds - 1],
                  "paper": {**nsdl_paper(), "grid": 200,
-                           "source": "NSDL Table 2, its 10 released seeds 42–51 (nhtlib.book.grokking.NSDL_TABLE2)",
+                           "source": "NSDL Table 2, its 10 released seeds 42–51 (nhtlib.chapters.grokking.NSDL_TABLE2)",
                            "printed": "T_mem = 800 in 9 of 10 seeds (seed 49: 1,200); T_grok = 1,840 ± 215"},
                  "runs": {}}
     if mode.name == "tiny":
@@ -561,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0], "source_hash": source_hash(),
         "git_commit": git_commit() if git_commit() != "unknown" or not args.commit else f"{args.commit} (given)",
         "date": now.isoformat(timespec="seconds"), "budget_s": args.budget_s, "precisions": list(PRECISIONS),
-        "flops": "matmul and convolution FLOPs of forward + backward (torch.utils.flop_counter, nhtlib.plan.StepCost)",
+        "flops": "matmul and convolution FLOPs of forward + backward (torch.utils.flop_counter, nhtlib.engine.memory.StepCost)",
         "rates": {}, "details": {}, "nsdl": {}, "total_wall_s": None, "complete": False, "path": str(path)}
     handler_set = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if handler_set else None

@@ -20,9 +20,9 @@ import time
 import pandas as pd
 import torch
 
-from nhtlib.book import grokking, toy
-from nhtlib.plan import matmul_rate
-from nhtlib.sweep import run
+from nhtlib.chapters import grokking, toy_norm_hierarchy as toy
+from nhtlib.engine.plan import matmul_rate
+from nhtlib.engine.sweep import run
 
 
 def _toy(precision: str) -> tuple[pd.Series, dict]:
@@ -45,7 +45,7 @@ def _grokking(precision: str) -> tuple[pd.Series, dict]:
 
 
 def _borders(precision: str) -> tuple[pd.Series, dict]:
-    from nhtlib.book import borders
+    from nhtlib.chapters import border_cifar as borders
     from nhtlib.paths import data_root
 
     preset = borders.PRESETS["smoke"].replace(precision=precision)

@@ -21,7 +21,7 @@ LR_SCHEDULES = ("constant", "cosine")
 LOG_GRIDS = ("linear", "log")
 SAMPLINGS = ("with_replacement", "epoch")
 DECAY_GROUPS = ("all", "matrices")
-PRECISIONS = ("fp32", "tf32", "bf16")  # numeric precision of a training step (see TrainConfig and nhtlib.precision)
+PRECISIONS = ("fp32", "tf32", "bf16")  # numeric precision of a training step (see TrainConfig and nhtlib.engine.precision)
 
 
 class ConfigError(ValueError):
@@ -112,7 +112,7 @@ class TrainConfig(Config):
     for AdamW (PyTorch convention: theta <- (1 - lr*wd) theta before the Adam step) and an L2 gradient term for SGD
     (g <- g + wd * theta).
 
-    precision: the numeric precision of the training and evaluation forward passes (`nhtlib.precision`):
+    precision: the numeric precision of the training and evaluation forward passes (`nhtlib.engine.precision`):
 
     * "fp32": plain fp32. On CUDA TF32 is switched *off* for matmuls and cuDNN convolutions (PyTorch's cuDNN
       default allows it), so fp32 means IEEE fp32 on every device.
@@ -121,7 +121,7 @@ class TrainConfig(Config):
     * "bf16": forward passes (training step and evaluation) under bf16 autocast; weights, gradients and optimiser
       state stay fp32 (autocast casts only inside ops) and the loss is computed in fp32.
 
-    Extra metrics (`extra_metrics(model, data)` of `nhtlib.train.train`) are always evaluated in plain fp32.
+    Extra metrics (`extra_metrics(model, data)` of `nhtlib.engine.train.train`) are always evaluated in plain fp32.
     The global TF32 flags are restored when training returns. compile: wrap the training forward in
     `torch.compile` (evaluation stays eager); it changes results only by float rounding (fused kernels), so it is
     not part of the cache key.

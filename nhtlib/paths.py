@@ -2,7 +2,7 @@
 
 Nothing here depends on the current working directory. Defaults can be overridden by environment variables:
 NHT_RESULTS (results and run cache), NHT_DATA_ROOT (real data sets), NHT_CHAPTER_OUT (set by the chapter runner
-`nhtlib.chapters`: a staging folder ``.../<scale>/<chapter>/`` that receives that chapter's outputs instead of
+`nhtlib.cli.runner`: a staging folder ``.../<scale>/<chapter>/`` that receives that chapter's outputs instead of
 results/<scale>/<chapter>/; the runner moves it into place only when the notebook succeeded).
 """
 from __future__ import annotations
@@ -90,7 +90,7 @@ def final_chapter_dir(chapter: str, scale: str, seed: Any = None) -> Path:
 
 def chapter_dir(chapter: str, scale: str) -> Path:
     """Outputs of one chapter at one scale (created): results/<scale>/<chapter>/ (claims.csv, executed notebook,
-    figures), or the runner's staging folder ($NHT_CHAPTER_OUT) while `nhtlib.chapters` runs this chapter."""
+    figures), or the runner's staging folder ($NHT_CHAPTER_OUT) while `nhtlib.cli.runner` runs this chapter."""
     path = staged_dir(chapter, scale) or final_chapter_dir(chapter, scale)
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -190,3 +190,20 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def lazy_attributes(package: str, names: dict[str, str]):
+    """A module-level ``__getattr__`` for `package` that imports `names` on first use: name -> 'module' (the
+    attribute is that module) or 'module:attribute'. A package's face then executes no code of its own parts until
+    one is used, so the code a run executes is what its imports reach (`nhtlib.engine.source.run_source_hash`)."""
+    import importlib
+
+    def __getattr__(name: str):
+        target = names.get(name)
+        if target is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module_name, _, attribute = target.partition(":")
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute) if attribute else module
+
+    return __getattr__

@@ -9,7 +9,7 @@ from torch import nn
 import nhtlib as nht
 from nhtlib.data import Dataset, Split
 from nhtlib.models.base import init_under_seed
-from nhtlib.train import member_loss, train
+from nhtlib.engine.train import member_loss, train
 
 SHAPE, N_CLASSES, SEEDS = (3, 16, 16), 5, [0, 1, 2]
 CASES = {"vgg16_bn": ("vgg16", dict(batchnorm=True, width=0.0625)),

@@ -1,13 +1,13 @@
-"""Chapter 3's module (nhtlib.book.borders): presets, claim declarations, and the per-seed estimates behind its
+"""Chapter 3's module (nhtlib.chapters.border_cifar): presets, claim declarations, and the per-seed estimates behind its
 verdicts, on synthetic summary tables with known answers."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import predictions
-from nhtlib.book import borders
+from nhtlib.report import predictions
+from nhtlib.chapters import border_cifar as borders
 from nhtlib.config import ConfigError
-from nhtlib.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
+from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
 
 SEEDS = (0, 1, 2)
 LAMS = (0.01, 0.1, 1.0, 3.0, 10.0, 30.0)

@@ -1,15 +1,15 @@
-"""Chapter 4's module (nhtlib.book.celeba_waterbirds): presets, claim declarations and the per-seed estimates behind
+"""Chapter 4's module (nhtlib.chapters.celeba_waterbirds): presets, claim declarations and the per-seed estimates behind
 its verdicts, on synthetic summary tables with known answers (nothing is trained). The S spectrum and NHT's Table 3
 moved to chapter 6 (tests/test_book_synthesis.py)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import predictions
-from nhtlib.book import celeba_waterbirds as cw
+from nhtlib.analysis import statistics
+from nhtlib.report import predictions
+from nhtlib.chapters import celeba_waterbirds as cw
 from nhtlib.config import ConfigError
-from nhtlib.verdicts import (INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES,
-                             NotTested)
+from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES, NotTested
 
 SEEDS = (0, 1, 2)
 C_LAMS = (0.001, 0.1, 1.0, 3.0)
@@ -119,7 +119,7 @@ FLAT = {0: (0.60, 0.62, 0.59, 0.61, 0.58, 0.62, 0.60), 1: (0.61, 0.60, 0.62, 0.5
 def test_w_p3_is_a_null_claim_with_a_positive_control():
     flat = {"final_test_worst_group_acc": lambda i, lam, s: FLAT[s][i]}
     value, control, _ = cw.estimate("W-P3", runs_of(w=summary(W_LAMS, **flat)))
-    assert value.values == pytest.approx([predictions.spearman(W_LAMS, FLAT[s]) for s in SEEDS])
+    assert value.values == pytest.approx([statistics.spearman(W_LAMS, FLAT[s]) for s in SEEDS])
     assert control.value == pytest.approx(0.25)  # mean-over-groups accuracy 0.75 minus chance
     assert verdict("W-P3", runs_of(w=summary(W_LAMS, **flat))) == REPRODUCED
     # the same flat worst group on models that learned nothing (every group-mean at chance): no reproduction

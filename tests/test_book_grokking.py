@@ -1,14 +1,14 @@
-"""Chapter 2's module (nhtlib.book.grokking): presets, NSDL's digitised numbers, the regime mapping, the Table 2
+"""Chapter 2's module (nhtlib.chapters.grokking): presets, NSDL's digitised numbers, the regime mapping, the Table 2
 claims, the 200-step grid and the 1/λ fit — on hand-built run tables with known answers (no training)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import predictions
-from nhtlib.book import grokking
+from nhtlib.report import predictions
+from nhtlib.chapters import grokking
 from nhtlib.config import ConfigError
-from nhtlib.metrics.grokking import grokking_summary, on_grid
-from nhtlib.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, SOURCES
+from nhtlib.analysis.grok_times import grokking_summary, on_grid
+from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, SOURCES
 
 CPU = grokking.PRESETS["cpu"]
 STEPS = np.arange(0, 5201, 100)

@@ -1,12 +1,12 @@
-"""Chapter 5's module (nhtlib.book.richness): presets, experiments, and the per-seed estimates behind its claims,
+"""Chapter 5's module (nhtlib.chapters.dlr_batchnorm): presets, experiments, and the per-seed estimates behind its claims,
 on synthetic run tables with known answers."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib.book import richness
+from nhtlib.chapters import dlr_batchnorm as richness
 from nhtlib.config import ConfigError
-from nhtlib.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
+from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
 
 IDS = {"R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"}
 

@@ -1,13 +1,13 @@
-"""Chapter 6's module (nhtlib.book.synthesis): D_LR at the transition, the forecaster's claim, the S spectrum and NHT
+"""Chapter 6's module (nhtlib.chapters.synthesis): D_LR at the transition, the forecaster's claim, the S spectrum and NHT
 Table 3 (moved from chapter 4), on synthetic run tables with known answers (nothing is trained)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import forecast
-from nhtlib.book import celeba_waterbirds as cw
-from nhtlib.book import synthesis as syn
-from nhtlib.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
+from nhtlib.analysis import forecast
+from nhtlib.chapters import celeba_waterbirds as cw
+from nhtlib.chapters import synthesis as syn
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
 
 SEEDS = (0, 1, 2)
 

@@ -1,4 +1,4 @@
-"""The coloured-border shortcut data (nhtlib.data.borders) on small synthetic images."""
+"""The coloured-border shortcut data (nhtlib.data.coloured_borders) on small synthetic images."""
 import math
 
 import numpy as np
@@ -7,7 +7,7 @@ import torch
 
 import nhtlib as nht
 from nhtlib.config import ConfigError
-from nhtlib.data import borders
+from nhtlib.data import coloured_borders as borders
 
 C = 10
 

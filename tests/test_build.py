@@ -1,4 +1,4 @@
-"""The book builder's pieces (nhtlib.build, nhtlib.provenance) on small fixtures: the site source is rewritten only
+"""The book builder's pieces (nhtlib.cli.build, nhtlib.report.provenance) on small fixtures: the site source is rewritten only
 where bytes change, the intro's verdict counts, the closing table, the page identity's inputs. The whole builder at
 smoke scale (a second build trains and executes nothing) is tested end to end in test_book.py."""
 import os
@@ -6,8 +6,10 @@ import os
 import nbformat
 import pandas as pd
 
-from nhtlib import build, paths, provenance
-from nhtlib.build import ChapterReport
+from nhtlib.cli import build
+from nhtlib import paths
+from nhtlib.report import provenance
+from nhtlib.cli.build import ChapterReport
 
 
 def _notebook(path, source="x = 1"):
@@ -76,8 +78,8 @@ def test_page_identity_holds_the_runs_it_reads(tmp_path):
 
 
 def test_sweep_counts_what_the_cache_holds():
-    from nhtlib.book import toy
-    from nhtlib.cache import RunCache
+    from nhtlib.chapters import toy_norm_hierarchy as toy
+    from nhtlib.engine.cache import RunCache
 
     sweep = toy.sweeps(toy.PRESETS["smoke"])[0]
     keys = sweep.member_keys()
@@ -87,7 +89,7 @@ def test_sweep_counts_what_the_cache_holds():
     cache.save(keys[0], pd.DataFrame({"step": [0]}), sweep.configs[0].to_dict(), device="cpu", wall_time_s=0.0)
     assert sweep.cached(cache) == (len(keys), 1)
     # the D_LR probe is part of the key: the same configs without it are other runs
-    from nhtlib.sweep import member_keys
+    from nhtlib.engine.sweep import member_keys
 
     assert set(member_keys(sweep.configs)).isdisjoint(keys)
 

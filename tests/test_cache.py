@@ -11,10 +11,9 @@ import torch
 
 import nhtlib as nht
 from nhtlib import paths
-from nhtlib.cache import (CHECKPOINT_KEYS, CacheNotWritableError, RunCache, load_checkpoint, run_key,
-                          save_checkpoint, source_hash)
+from nhtlib.engine.cache import CHECKPOINT_KEYS, CacheNotWritableError, RunCache, load_checkpoint, run_key, run_source_hash, save_checkpoint
 
-TASK = nht.data.toy.SparseParityTask(n_bits=6, n_train=32, n_test=32)
+TASK = nht.data.sparse_parity.SparseParityTask(n_bits=6, n_train=32, n_test=32)
 CFG = nht.RunConfig(TASK, nht.models.config("mlp", hidden=(8,)), nht.TrainConfig(steps=20, n_logs=4))
 
 
@@ -57,9 +56,9 @@ def test_key_depends_on_config_and_source(monkeypatch):
     k1 = run_key(CFG.to_dict())
     assert k1 == run_key(CFG.to_dict())
     assert k1 != run_key(CFG.replace(seed=3).to_dict())
-    monkeypatch.setattr(nht.cache, "source_hash", lambda: "edited-library")
+    monkeypatch.setattr(nht.cache, "run_source_hash", lambda: "edited-library")
     assert run_key(CFG.to_dict()) != k1
-    assert len(source_hash()) == 16
+    assert len(run_source_hash()) == 16
 
 
 def test_corrupted_entry_is_recomputed(tmp_path):

@@ -6,7 +6,9 @@ import os
 import nbformat
 import pytest
 
-from nhtlib import chapters, claims, paths
+from nhtlib.cli import runner as chapters
+from nhtlib.report import claims
+from nhtlib import paths
 
 CHAPTER = "tiny"
 
@@ -28,7 +30,7 @@ def notebooks(tmp_path):
             "c.save()"),
         nbformat.v4.new_code_cell("if fail:\n    raise RuntimeError('failing on purpose')"),
         nbformat.v4.new_code_cell(
-            "seen = list(nhtlib.claims.load_claims(scale).ours)\n"
+            "seen = list(nhtlib.report.claims.load_claims(scale).ours)\n"
             "assert seen == ([f'{value} seed={seed}'] if seed == 0 else seen), seen"),
     ]
     folder = tmp_path / "notebooks"
@@ -144,7 +146,7 @@ def test_run_records_provenance_and_opens_with_the_box(notebooks):
     assert "nht-provenance" in box.metadata["tags"] and "How this page was made" in box.source
     assert record["nhtlib_source_hash"] in box.source and "scale** `smoke`" in box.source
     assert "{download}`download this notebook <tiny.ipynb>`" in box.source
-    assert f"python -m nhtlib.chapters run {CHAPTER} -p scale smoke" in box.source
+    assert f"python -m nhtlib.cli.runner run {CHAPTER} -p scale smoke" in box.source
     assert "**Verdicts at a glance** (1 claims): **1** reproduced" in box.source and "| C1 |" in box.source
     run(notebooks)  # a re-run replaces its box, never stacks a second one
     cells = nbformat.read(str(results() / "executed.ipynb"), as_version=4).cells
@@ -152,7 +154,7 @@ def test_run_records_provenance_and_opens_with_the_box(notebooks):
 
 
 def test_page_identity_tracks_cells_parameters_and_library(notebooks, monkeypatch):
-    from nhtlib import build
+    from nhtlib.cli import build
 
     base = chapters.chapter_runs(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks).identity
     assert chapters.chapter_runs(CHAPTER, {"scale": "smoke"}, notebook_dir=notebooks).identity == base

@@ -15,7 +15,7 @@ from PIL import Image
 from test_group_data import write_celeba, write_cub, write_waterbirds
 from test_vision_data import write_cifar10_pickles, write_idx
 
-from nhtlib.data import borders, celeba, cifar, files, mnist, modular, toy, waterbirds
+from nhtlib.data import coloured_borders as borders, celeba, cifar, files, mnist, modular, sparse_parity as toy, waterbirds
 from nhtlib.paths import results_root
 
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

@@ -11,14 +11,13 @@ import pytest
 from PIL import Image
 
 from nhtlib.data import TaskConfig
-from nhtlib.data.borders import BorderCIFARTask
+from nhtlib.data.coloured_borders import BorderCIFARTask
 from nhtlib.data.celeba import CelebATask
 from nhtlib.data.cifar import CIFARTask
-from nhtlib.data.inventory import (BY_TASK, FULL_SIZES, DataInventory, IncompleteDataError, all_inventories,
-                                   dataset_inventory, inventory, require_complete, require_present)
+from nhtlib.data.inventory import BY_TASK, FULL_SIZES, DataInventory, IncompleteDataError, all_inventories, dataset_inventory, inventory, require_complete, require_present
 from nhtlib.data.mnist import MNISTTask
 from nhtlib.data.modular import ModularTask
-from nhtlib.data.toy import SparseParityTask
+from nhtlib.data.sparse_parity import SparseParityTask
 from nhtlib.data.waterbirds import WaterbirdsTask
 from nhtlib.paths import repo_root
 

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from nhtlib.delay_law import (contraction_rate, fit_contraction, fit_delay_law, fit_inverse_lambda,
-                              predicted_delay)
+from nhtlib.analysis.delay_law import contraction_rate, fit_contraction, fit_delay_law, fit_inverse_lambda, predicted_delay
 
 
 def test_predicted_delay_convention():

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import nhtlib as nht
-from nhtlib.metrics import grokking, vision
+from nhtlib.analysis import grok_times as grokking, vision
 
-TASK = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+TASK = nht.data.sparse_parity.SparseParityTask(n_bits=8, n_train=64, n_test=128)
 MODEL = nht.models.config("mlp", hidden=(16,))
 SGD = nht.TrainConfig(optimizer="sgd", steps=60, n_logs=6)
 FINE_LRS, BAD_LR = (1e-2, 3e-2), 1e3  # SGD at lr 1e3 overflows within a few steps on this task

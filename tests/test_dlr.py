@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from nhtlib.metrics import baselines, eigen
-from nhtlib.metrics.dlr import dlr, dlr_kernel, linear_cka, null_value
+from nhtlib.analysis.metrics import baselines, eigen
+from nhtlib.analysis.metrics.dlr import dlr, dlr_kernel, linear_cka, null_value
 
 VARIANTS = ("literal", "centred_span")
 
@@ -224,7 +224,7 @@ def test_ntk_distance_zero_for_same_model_and_positive_after_change():
 
 
 def test_participation_ratio_and_first_k_known_answers():
-    from nhtlib.metrics.eigen import first_k_reaching, participation_ratio
+    from nhtlib.analysis.metrics.eigen import first_k_reaching, participation_ratio
 
     assert participation_ratio([1.0, 0, 0]) == pytest.approx(1.0)
     assert participation_ratio([2.0, 2.0, 2.0, 2.0]) == pytest.approx(4.0)

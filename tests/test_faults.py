@@ -21,7 +21,7 @@ import torch
 import nhtlib as nht
 from nhtlib.config import ConfigError
 
-TASK = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+TASK = nht.data.sparse_parity.SparseParityTask(n_bits=8, n_train=64, n_test=128)
 MODEL = nht.models.config("mlp", hidden=(16,))
 
 # A short single-member batch (seed 2, 20 steps) followed by a longer batch of two members (seeds 0, 1): two
@@ -33,7 +33,7 @@ FAULT_SCRIPT = textwrap.dedent("""
     mode, out, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads
-    task = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+    task = nht.data.sparse_parity.SparseParityTask(n_bits=8, n_train=64, n_test=128)
     model = nht.models.config("mlp", hidden=(16,))
     cfg = nht.TrainConfig(steps=300, n_logs=30, batch_size=16, lr=1e-2, checkpoint_every=10)
     configs = [nht.RunConfig(task, model, cfg.replace(steps=20, n_logs=4, weight_decay=0.1), seed=2)]

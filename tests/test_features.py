@@ -3,7 +3,8 @@ import pytest
 import torch
 
 import nhtlib as nht
-from nhtlib.metrics import dlr, extract, richness_probe
+from nhtlib.analysis.metrics.dlr import dlr
+from nhtlib.analysis.metrics.features import extract, richness_probe
 from nhtlib.models.base import init_under_seed
 
 
@@ -70,7 +71,7 @@ def test_extract_with_hooks_on_other_models():
 
 
 def test_richness_probe_in_a_training_run():
-    task = nht.data.toy.SparseParityTask(n_bits=6, relevant_bits=2, n_train=64, n_test=32)
+    task = nht.data.sparse_parity.SparseParityTask(n_bits=6, relevant_bits=2, n_train=64, n_test=32)
     cfg = nht.RunConfig(task=task, model=tiny("feature_mlp", hidden=(16,)),
                         train=nht.TrainConfig(lr=1e-2, steps=20, n_logs=2))
     table = nht.run(nht.grid(cfg, seeds=[0, 1]), progress=False, extra_metrics=richness_probe(64, eigen_k=3))

@@ -1,4 +1,4 @@
-"""Known answers for nhtlib.forecast: trajectories generated exactly from the NHT law, hand-made evaluation tables."""
+"""Known answers for nhtlib.analysis.forecast: trajectories generated exactly from the NHT law, hand-made evaluation tables."""
 import math
 
 import numpy as np
@@ -6,10 +6,8 @@ import pandas as pd
 import pytest
 
 from nhtlib.config import ConfigError
-from nhtlib.forecast import (BASELINE, FORECASTER, InverseLambdaBaseline, NormFeatures, Trajectory,
-                             TransitionForecaster, earliest_fraction, evaluate, forecast_summary, law_forecast,
-                             norm_features)
-from nhtlib.verdicts import _t_quantile
+from nhtlib.analysis.forecast import BASELINE, FORECASTER, InverseLambdaBaseline, NormFeatures, Trajectory, TransitionForecaster, earliest_fraction, evaluate, forecast_summary, law_forecast, norm_features
+from nhtlib.analysis.statistics import t_quantile
 
 LR = 1e-3
 K_TRUE = 0.6
@@ -154,7 +152,7 @@ def test_forecaster_calibration_constant_and_t_interval():
     ratios = np.log([0.5, 0.6, 0.8])
     model = TransitionForecaster().fit_raw([(math.exp(r) * 1000.0, 1000.0) for r in ratios], 0.5)
     assert model.k == pytest.approx(0.6) and model.n_calibration == 3 and model.band_method == "t"
-    half = _t_quantile(3, 0.8) * np.std(ratios, ddof=1) * math.sqrt(1 + 1 / 3)
+    half = t_quantile(3, 0.8) * np.std(ratios, ddof=1) * math.sqrt(1 + 1 / 3)
     assert model.band == pytest.approx((math.log(0.6) - half, math.log(0.6) + half))
     traj, _, _, raw = law_run(0.3, 50.0)
     forecast = model.predict(traj, raw)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nhtlib import plan
-from nhtlib.book import SWEEPS
+from nhtlib.engine import plan
+from nhtlib.chapters import SWEEPS
 from nhtlib.config import PRECISIONS
 
 BUDGET_S = 100

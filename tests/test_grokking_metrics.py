@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import separation
-from nhtlib.metrics import grokking
+from nhtlib.analysis import separation
+from nhtlib.analysis import grok_times as grokking
 
 STEPS = np.arange(0, 5001, 100)
 

@@ -10,7 +10,7 @@ from PIL import Image
 from nhtlib.config import ConfigError
 from nhtlib.data import celeba, grouped, waterbirds
 from nhtlib.data import groups as naming
-from nhtlib.metrics import groups
+from nhtlib.analysis import groups
 
 # ------------------------------------------------------------------------------------------------------------ CelebA
 

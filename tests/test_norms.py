@@ -1,6 +1,6 @@
 import torch
 
-from nhtlib.norms import layer_of, layer_squared_norms, norm_columns, squared_norm, total_squared_norm
+from nhtlib.analysis.metrics.norms import layer_of, layer_squared_norms, norm_columns, squared_norm, total_squared_norm
 
 
 def test_known_tensors():

@@ -1,6 +1,6 @@
 """Chapters read like the paper (issue: verdicts a reader can trust): no function is defined in a notebook, no
 verdict is decided in one, code cells stay short, and a chapter has no more code lines than prose lines.
-Chapters move here as they are rewritten on `nhtlib.book`; the others still carry their own claim ladders."""
+Chapters move here as they are rewritten on `nhtlib.chapters`; the others still carry their own claim ladders."""
 import ast
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-ON_THE_LIBRARY = ["01_toy_norm_hierarchy",  # chapters whose presets, claims and analysis live in nhtlib.book
+ON_THE_LIBRARY = ["01_toy_norm_hierarchy",  # chapters whose presets, claims and analysis live in nhtlib.chapters
                   "02_grokking",
                   "03_border_cifar",
                   "04_celeba_waterbirds",
@@ -31,10 +31,10 @@ def test_no_function_and_no_verdict_in_the_notebook(name):
         tree = ast.parse(source)
         defined = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))
                    and hasattr(n, "name")]
-        assert not defined, f"{name} defines {defined}: move it into nhtlib.book"
+        assert not defined, f"{name} defines {defined}: move it into nhtlib.chapters"
         literals = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
         decided = [s for s in literals if s.strip() in VERDICT_WORDS or s.strip() == "not reproduced"]
-        assert not decided, f"{name} decides a verdict in a cell ({decided}): declare a rule in nhtlib.book"
+        assert not decided, f"{name} decides a verdict in a cell ({decided}): declare a rule in nhtlib.chapters"
 
 
 @pytest.mark.parametrize("name", ON_THE_LIBRARY)

@@ -19,9 +19,9 @@ from torch import nn
 
 import nhtlib as nht
 from nhtlib.data.modular import ModularTask
-from nhtlib.metrics.grokking import grokking_summary
+from nhtlib.analysis.grok_times import grokking_summary
 from nhtlib.models.base import init_under_seed
-from nhtlib.train import make_optimizer
+from nhtlib.engine.train import make_optimizer
 
 P = 97
 CFG = nht.models.config("transformer")

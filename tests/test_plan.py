@@ -1,4 +1,4 @@
-"""The compute planner (`nhtlib.plan`): FLOPs against a direct count, layouts against real builds, memory fitting and
+"""The compute planner (`nhtlib.engine.plan`): FLOPs against a direct count, layouts against real builds, memory fitting and
 refusal, the data guard, records of measured rates, and every chapter planned at every scale."""
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ import pandas as pd
 import pytest
 import torch
 
-from nhtlib import plan
-from nhtlib.book import SWEEPS, plan_chapter
+from nhtlib.engine import plan
+from nhtlib.engine import memory
+from nhtlib.chapters import SWEEPS, plan_chapter
 from nhtlib.config import TrainConfig
-from nhtlib.data.borders import BorderCIFARTask
+from nhtlib.data.coloured_borders import BorderCIFARTask
 from nhtlib.data.inventory import IncompleteDataError
 from nhtlib.data.layout import layout
 from nhtlib.data.modular import ModularTask
-from nhtlib.data.toy import SparseParityTask
+from nhtlib.data.sparse_parity import SparseParityTask
 from nhtlib.models import config as model_config
-from nhtlib.sweep import RunConfig, Sweep, grid
-from nhtlib.sweep import run as run_members
+from nhtlib.engine.sweep import RunConfig, Sweep, grid
+from nhtlib.engine.sweep import run as run_members
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -32,11 +33,11 @@ def direct_step_flops(config: RunConfig, k_members: int, batch: int) -> float:
     """FLOPs of one training step of `k_members` members at `batch` examples, counted directly."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from nhtlib.train import member_loss
+    from nhtlib.engine.train import member_loss
 
     shape = layout(config.task)
     model = config.model.build(shape.input_shape, shape.n_classes, [config.seed + i for i in range(k_members)])
-    x = plan.random_inputs(shape, batch, k_members)
+    x = memory.random_inputs(shape, batch, k_members)
     y = torch.randint(0, shape.n_classes, (k_members, batch))
     with FlopCounterMode(display=False) as counter:
         member_loss(model(x), y).sum().backward()
@@ -59,7 +60,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_planned_flops_match_a_direct_count_of_one_training_step(name):
     config, k, batch = CASES[name]
-    cost = plan.measure_step(config)
+    cost = memory.measure_step(config)
     planned = cost.step_flops(batch) * k
     direct = direct_step_flops(config, k, batch)
     assert direct > 0
@@ -71,15 +72,15 @@ def test_a_step_cost_counts_one_members_parameters():
     transformer = _config(ModularTask(p=97), model_config("transformer"), batch_size=64)
     cnn = _config(BorderCIFARTask(image_size=16, border_width=1, n_train=100, n_test=20), model_config("simple_cnn"),
                   batch_size=32)
-    assert plan.measure_step(transformer).parameters == 223_713
-    assert plan.measure_step(cnn).parameters == 287_850
+    assert memory.measure_step(transformer).parameters == 223_713
+    assert memory.measure_step(cnn).parameters == 287_850
 
 
 def test_the_fixed_part_of_a_step_is_not_scaled_by_the_batch():
     """The modular MLP projects its whole embedding table once per step: a per-example count from one small batch
     would be many times too high at the real batch."""
     config, k, batch = CASES["modular MLP (fixed per-step table projection)"]
-    cost = plan.measure_step(config)
+    cost = memory.measure_step(config)
     assert cost.train_fixed > 10 * cost.train_flops  # the table projection dominates one example's cost
     naive = (cost.train_fixed + 2 * cost.train_flops) / 2 * batch * k
     assert naive > 2 * direct_step_flops(config, k, batch)
@@ -106,7 +107,7 @@ def test_layout_of_the_border_task_matches_its_build_and_counts_shared_images_on
 
 
 def _cost(parameters=1000, saved=1e4, live=1e3):
-    return plan.StepCost(train_flops=1e6, forward_flops=3e5, saved_bytes=saved, live_bytes=live,
+    return memory.StepCost(train_flops=1e6, forward_flops=3e5, saved_bytes=saved, live_bytes=live,
                          parameters=parameters, kernels=10)
 
 
@@ -114,40 +115,40 @@ def test_fit_lowers_the_evaluation_batch_then_the_members_per_call():
     shape = layout(SparseParityTask(n_bits=40, n_train=300, n_test=100))
     cfg = TrainConfig(steps=10, eval_batch_size=4096)
     cost = _cost(live=1e5)  # 100 kB per example at evaluation: 4096 examples × 10 members = 8 GB
-    roomy = plan.fit(cost, cfg, shape, 10, 100e9, reserve=0)
+    roomy = memory.fit(cost, cfg, shape, 10, 100e9, reserve=0)
     assert roomy[:2] == (10, 4096)
-    tight = plan.fit(cost, cfg, shape, 10, 2e9, reserve=0)
+    tight = memory.fit(cost, cfg, shape, 10, 2e9, reserve=0)
     assert tight[1] < 4096 and tight[0] <= 10
-    assert tight[2] <= plan.MEMORY_SHARE * 2e9
-    tighter = plan.fit(cost, cfg, shape, 10, 0.1e9, reserve=0)
+    assert tight[2] <= memory.MEMORY_SHARE * 2e9
+    tighter = memory.fit(cost, cfg, shape, 10, 0.1e9, reserve=0)
     assert tighter[0] < tight[0] and tighter[1] == 64
 
 
 def test_fit_refuses_when_one_member_does_not_fit_and_says_how_much_it_needs():
     shape = layout(SparseParityTask(n_bits=40, n_train=300, n_test=100))
-    with pytest.raises(plan.MemoryPlanError, match=r"one member needs .* GB .* the device has 0\.0 GB"):
-        plan.fit(_cost(parameters=10 ** 8), TrainConfig(steps=10), shape, 4, 1e6, reserve=0)
+    with pytest.raises(memory.MemoryPlanError, match=r"one member needs .* GB .* the device has 0\.0 GB"):
+        memory.fit(_cost(parameters=10 ** 8), TrainConfig(steps=10), shape, 4, 1e6, reserve=0)
 
 
 def test_a_run_that_cannot_fit_refuses_before_training(tmp_path, monkeypatch):
-    from nhtlib.cache import RunCache
+    from nhtlib.engine.cache import RunCache
 
-    monkeypatch.setattr(plan, "device_memory", lambda device: (2e6, 0.0))  # 2 MB
+    monkeypatch.setattr(memory, "device_memory", lambda device: (2e6, 0.0))  # 2 MB
     configs = grid(_config(SparseParityTask(n_bits=40, n_train=300, n_test=100), model_config("mlp", hidden=(512,)),
                            steps=5), seeds=range(3))
     cache = RunCache(tmp_path / "cache")
-    with pytest.raises(plan.MemoryPlanError):
+    with pytest.raises(memory.MemoryPlanError):
         run_members(configs, cache=cache, progress=False)
     assert cache.keys() == []
 
 
 def test_a_run_that_fits_only_in_parts_trains_in_several_calls(tmp_path, monkeypatch):
-    from nhtlib.cache import RunCache
+    from nhtlib.engine.cache import RunCache
 
     configs = grid(_config(SparseParityTask(n_bits=40, n_train=300, n_test=100), model_config("mlp", hidden=(16,)),
                            steps=5), seeds=range(4))
     whole = run_members(configs, cache=RunCache(tmp_path / "a"), progress=False)
-    monkeypatch.setattr(plan, "fit_members", lambda configs, device, max_members=256: (1, 64))
+    monkeypatch.setattr(memory, "fit_members", lambda configs, device, max_members=256: (1, 64))
     parts = run_members(configs, cache=RunCache(tmp_path / "b"), progress=False)
     cache_b = RunCache(tmp_path / "b")
     assert {cache_b.meta(k)["batch_members"] for k in cache_b.keys()} == {1}
@@ -185,7 +186,7 @@ def test_the_paper_guard_names_what_is_missing_what_was_found_and_where_it_goes(
     text = str(err.value)
     assert "scale='paper' trains on the full data sets" in text
     assert "found train 10 of 50,000" in text and str(tmp_path / "cifar10") in text
-    from nhtlib.book import borders
+    from nhtlib.chapters import border_cifar as borders
 
     with pytest.raises(IncompleteDataError, match="found train 10 of 50,000"):
         borders.run(borders.PRESETS["paper"], str(tmp_path), progress=False)  # refuses before building anything
@@ -206,14 +207,14 @@ def test_every_chapter_is_planned_at_every_scale_without_training(chapter, tmp_p
 
 def test_the_planned_runs_are_the_runs_the_chapter_trains():
     """The toy chapter's notebook trains `toy.configs`; the planner reads `toy.sweeps`: the same members."""
-    from nhtlib.book import toy
+    from nhtlib.chapters import toy_norm_hierarchy as toy
 
     preset = toy.PRESETS["smoke"]
     assert list(SWEEPS[toy.CHAPTER]("smoke")[0].configs) == toy.configs(preset)
 
 
 def test_the_command_line_prints_a_plan(capsys):
-    from nhtlib.chapters import main
+    from nhtlib.cli.runner import main
 
     assert main(["plan", "01_toy_norm_hierarchy", "-p", "scale", "smoke", "--device", "h200"]) == 0
     out = capsys.readouterr().out

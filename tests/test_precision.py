@@ -9,10 +9,10 @@ import torch
 import nhtlib as nht
 from nhtlib.config import ConfigError
 from nhtlib.data import stack_members
-from nhtlib.precision import precision_context, tf32_flags
-from nhtlib.train import train
+from nhtlib.engine.precision import precision_context, tf32_flags
+from nhtlib.engine.train import train
 
-TASK = nht.data.toy.SparseParityTask(n_bits=20, n_train=200, n_test=500)
+TASK = nht.data.sparse_parity.SparseParityTask(n_bits=20, n_train=200, n_test=500)
 MODEL = nht.models.config("mlp", hidden=(64,))
 SEEDS = [0, 1, 2]
 WEIGHT_DECAYS = [0.0, 0.1, 1.0]

@@ -1,11 +1,12 @@
-"""NHT's P1–P6, declared once (nhtlib.predictions): the per-seed statistics on tables with known answers, the rule
+"""NHT's P1–P6, declared once (nhtlib.report.predictions): the per-seed statistics on tables with known answers, the rule
 of every Table 3 cell, and Table 3 as a query over the claims."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib import predictions as pred
-from nhtlib import verdicts as v
+from nhtlib.report import predictions as pred
+from nhtlib.report import verdicts as v
+from nhtlib.analysis import statistics
 
 LAMS = [0.001, 0.01, 0.1, 1.0]
 
@@ -91,7 +92,7 @@ def test_every_table3_cell_has_one_rule():
             if (domain, pid) in pred.NO_EVIDENCE:
                 assert isinstance(spec.rule, v.NotTested)
                 assert spec.judge(None).verdict == v.NOT_TESTABLE
-                assert spec.judge(v.interval([1.0, 1.0, 1.0])).verdict == v.NOT_TESTABLE
+                assert spec.judge(statistics.interval([1.0, 1.0, 1.0])).verdict == v.NOT_TESTABLE
     assert [cell for cell in pred.NO_EVIDENCE if cell[0] in pred.DOMAINS] == [
         ("modular arithmetic", "P3"), ("CelebA", "P6"), ("Waterbirds", "P6")]
     assert pred.TABLE3["CelebA"]["P6"] == "×"  # as printed: the paper's × means "not tested" here
@@ -106,9 +107,9 @@ def test_every_table3_cell_has_one_rule():
 
 def test_null_p3_on_a_dead_model_is_inconclusive():
     """Waterbirds P3 (no λ orders the worst group) read 'reproduced' at smoke scale with WG accuracy 0.0 at every λ."""
-    flat = v.interval([0.05, -0.1, 0.0])
-    dead = v.interval([0.0, 0.01, -0.01])
-    alive = v.interval([0.3, 0.28, 0.33])
+    flat = statistics.interval([0.05, -0.1, 0.0])
+    dead = statistics.interval([0.0, 0.01, -0.01])
+    alive = statistics.interval([0.3, 0.28, 0.33])
     spec = pred.spec("P3", "Waterbirds")
     assert spec.judge(flat, control=dead).verdict == v.INCONCLUSIVE
     assert spec.judge(flat, control=alive).verdict == v.REPRODUCED
@@ -138,7 +139,7 @@ def test_paper_values_are_the_domains_own():
 
 def test_paired_difference_and_grid_note():
     table = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "arm": ["a", "b"] * 3, "acc": [0.9, 0.5, 0.8, 0.6, 0.7, 0.7]})
-    e = pred.paired_difference(table, "arm", "a", "b", "acc")
+    e = statistics.paired_difference(table, "arm", "a", "b", "acc")
     assert e.values == pytest.approx((0.4, 0.2, 0.0)) and e.n == 3
-    assert pred.paired_difference(table, "arm", "a", "c", "acc").n == 0  # a missing arm: no estimate
+    assert statistics.paired_difference(table, "arm", "a", "c", "acc").n == 0  # a missing arm: no estimate
     assert pred.grid_note(pd.DataFrame({"lam": [1.0, 0.01, 0.1, 1.0]})) == "Over this scale's λ grid (0.01, 0.1, 1)"

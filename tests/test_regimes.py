@@ -3,8 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from nhtlib.regimes import (RegimeRule, classify_regime, decay_percent, peak_step, peak_then_decay,
-                            transition_step)
+from nhtlib.analysis.regimes import RegimeRule, classify_regime, decay_percent, peak_step, peak_then_decay, transition_step
 
 steps = np.arange(0, 101, 10)
 
@@ -67,7 +66,7 @@ def test_bad_inputs():
 
 
 def test_layer_contraction_step_known_answer():
-    from nhtlib.regimes import layer_contraction_step
+    from nhtlib.analysis.regimes import layer_contraction_step
 
     t = np.arange(0, 101, 10.0)
     small = np.where(t <= 50, 1 + t / 50, 2 - (t - 50) / 100)  # peak 2 at step 50, 1.8 (= 0.9 x peak) at step 70

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import nhtlib as nht
-from nhtlib import separation
+from nhtlib.analysis import separation
 
 
 def scores(values, regimes=None, lams=(0.1, 0.3, 1.0)):

@@ -13,10 +13,10 @@ from torch import nn
 
 import nhtlib as nht
 from nhtlib.data import Dataset, Split
-from nhtlib.train import train
+from nhtlib.engine.train import train
 from reference import train_alone
 
-TASK = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+TASK = nht.data.sparse_parity.SparseParityTask(n_bits=8, n_train=64, n_test=128)
 MODEL = nht.models.config("mlp", hidden=(16,))
 
 
@@ -46,7 +46,7 @@ def test_batched_members_equal_single_runs(cfg):
 
 def test_weight_decay_on_all_parameters_or_only_matrices():
     """With zero gradients only weight decay acts: AdamW scales by (1 - lr*wd) per member, SGD likewise."""
-    from nhtlib.optim import BatchedAdamW, BatchedSGD
+    from nhtlib.engine.optim import BatchedAdamW, BatchedSGD
 
     for cls in (BatchedAdamW, BatchedSGD):
         weight = torch.nn.Parameter(torch.ones(2, 3, 3))  # K=2 members of a 3x3 matrix
@@ -86,7 +86,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     import sys, time, torch
     import nhtlib as nht
     torch.set_num_threads(1)
-    task = nht.data.toy.SparseParityTask(n_bits=8, n_train=64, n_test=128)
+    task = nht.data.sparse_parity.SparseParityTask(n_bits=8, n_train=64, n_test=128)
     cfg = nht.TrainConfig(steps=400, n_logs=40, batch_size=16, checkpoint_every=10)
     configs = nht.grid(nht.RunConfig(task, nht.models.config("mlp", hidden=(16,)), cfg), seeds=[0, 1],
                        weight_decays=[0.5])

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import nhtlib as nht
-from nhtlib.data import Dataset, ImageCodec, Split, borders, cifar, stack_members
-from nhtlib.data.borders import BORDER_SEED_OFFSET, GRAY, PALETTE, border_classes
+from nhtlib.data import Dataset, ImageCodec, Split, coloured_borders as borders, cifar, stack_members
+from nhtlib.data.coloured_borders import BORDER_SEED_OFFSET, GRAY, PALETTE, border_classes
 
 MEAN, STD = cifar.MEAN["cifar10"], cifar.STD["cifar10"]
 C = 10

@@ -20,11 +20,10 @@ import pandas as pd
 import pytest
 
 import nhtlib as nht
-from nhtlib import verdicts as V
+from nhtlib.report import verdicts as V
 from nhtlib.config import ConfigError
-from nhtlib.verdicts import (INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, Agrees, AtLeast,
-                             AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Within, interval,
-                             sd_interval, seed_bootstrap)
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, Agrees, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Within
+from nhtlib.analysis.statistics import interval, sd_interval, seed_bootstrap
 
 T_975_DF2 = 4.303  # from a t table, not from scipy: the test must not reuse the formula it checks
 T_975_DF4 = 2.776

@@ -1,10 +1,10 @@
-"""Norm-only regime rule, transition times and S_traj of nhtlib.metrics.vision on hand-made trajectories."""
+"""Norm-only regime rule, transition times and S_traj of nhtlib.analysis.vision on hand-made trajectories."""
 import math
 
 import numpy as np
 import pandas as pd
 
-from nhtlib.metrics import vision
+from nhtlib.analysis import vision
 
 EPOCHS = np.arange(0, 11)
 

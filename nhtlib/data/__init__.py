@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import Config
-from .codec import ImageCodec
+from nhtlib.config import Config
+from nhtlib.data.codec import ImageCodec
 
 
 def _rows(t: torch.Tensor, idx: torch.Tensor, member_dim: bool) -> torch.Tensor:
@@ -274,4 +274,4 @@ class TaskConfig(Config):
         return None
 
 # one module per data set (grouped: the layout shared by the group-labelled ones)
-from . import borders, celeba, cifar, files, grouped, mnist, modular, toy, waterbirds  # noqa: E402,F401
+from nhtlib.data import coloured_borders, celeba, cifar, files, grouped, mnist, modular, sparse_parity, waterbirds  # noqa: E402,F401

@@ -48,12 +48,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import ConfigError, check_choice, check_range, not_identity
-from .groups import count_groups, group_split_name
-from ..paths import data_root as resolve_data_root
-from . import Dataset, ImageCodec, TaskConfig
-from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
-from .grouped import grouped_dataset, small_groups_text, stratified_subset
+from nhtlib.config import ConfigError, check_choice, check_range, not_identity
+from nhtlib.data.groups import count_groups, group_split_name
+from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.data import Dataset, ImageCodec, TaskConfig
+from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, read_image, resample
+from nhtlib.data.grouped import grouped_dataset, small_groups_text, stratified_subset
 
 # the 40 attribute names of list_attr_celeba.txt, in file order (shared/data/README.md, celeba/)
 ATTRIBUTES = (

@@ -41,12 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import check_choice, check_range, not_identity
-from ..paths import data_root as resolve_data_root
-from . import Dataset, ImageCodec, Split, TaskConfig
-from .files import cached_decode  # noqa: F401  (its home was this module; kept importable from here)
-from .files import (Arrays, DataFileError, describe, file_digests, fingerprint, read_image, reading,
-                    require_files, resample)
+from nhtlib.config import check_choice, check_range, not_identity
+from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.data import Dataset, ImageCodec, Split, TaskConfig
+from nhtlib.data.files import cached_decode  # noqa: F401  (its home was this module; kept importable from here)
+from nhtlib.data.files import Arrays, DataFileError, describe, file_digests, fingerprint, read_image, reading, require_files, resample
 
 N_CLASSES = {"cifar10": 10, "cifar100": 100}
 PICKLE_DIRS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}

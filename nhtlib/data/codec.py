@@ -7,7 +7,7 @@ used (`ImageCodec.decode`), in this order:
 1. pixels / 255 (floating-point pixels are taken as already on the [0, 1] scale and used as they are);
 2. area down-sampling to ``image_size`` x ``image_size`` when the stored side differs;
 3. optionally a frame of ``border_width`` pixels along the four edges in a palette colour, one palette index per
-   image (the coloured-border shortcut, `nhtlib.data.borders`);
+   image (the coloured-border shortcut, `nhtlib.data.coloured_borders`);
 4. per-channel standardisation (x - mean) / std.
 
 These are the steps, in the order, of the float tensors the image tasks built on the CPU before (whole splits at

@@ -47,8 +47,8 @@ from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import torch
 
-from ..config import stable_hash
-from ..paths import atomic_torch_save, atomic_write_bytes, results_root
+from nhtlib.config import stable_hash
+from nhtlib.paths import atomic_torch_save, atomic_write_bytes, results_root
 
 MEMO_VERSION = 1
 RACY_NS = 2_000_000_000  # a file changed less than 2 s before hashing is not memoised (see the module docstring)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .groups import count_groups, group_split_name, majority_pairing
-from . import Dataset, ImageCodec, Split
+from nhtlib.data.groups import count_groups, group_split_name, majority_pairing
+from nhtlib.data import Dataset, ImageCodec, Split
 
 SMALL_GROUP = 30  # test groups with fewer images give accuracies too noisy to compare (binomial sd > 9 points)
 

@@ -1,5 +1,5 @@
 """The group convention of every grouped task (CelebA, Waterbirds; shared/papers/nht.md §3.4, §3.5, §7.3): a data
-set names its groups itself, and the group metrics (`nhtlib.metrics.groups`) read those names.
+set names its groups itself, and the group metrics (`nhtlib.analysis.groups`) read those names.
 
 * a binary target y in {0, 1} and a binary spurious attribute a in {0, 1}; the group index is g = 2 y + a;
 * the evaluation set is stored as one split per non-empty group, named ``f"{split}_y{y}a{a}"`` (e.g. ``test_y1a0``),

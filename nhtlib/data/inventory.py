@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..paths import data_root as resolve_data_root
-from . import TaskConfig
-from .borders import BorderCIFARTask
-from .celeba import IDENTITY_FILE, IMAGE_DIR, PARTITION_FILE, CelebATask, find_celeba
-from .cifar import IMAGE_SUFFIXES, N_CLASSES, PICKLE_DIRS, PICKLE_FILES, CIFARTask, cifar_source, find_cifar
-from .mnist import MNISTTask, mnist_files
-from .waterbirds import (CUB_DIR, CUB_IMAGES, STANDARD_DIRS, STANDIN_CSV, WaterbirdsTask, find_cub,
-                         find_waterbirds)
+from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.data import TaskConfig
+from nhtlib.data.coloured_borders import BorderCIFARTask
+from nhtlib.data.celeba import IDENTITY_FILE, IMAGE_DIR, PARTITION_FILE, CelebATask, find_celeba
+from nhtlib.data.cifar import IMAGE_SUFFIXES, N_CLASSES, PICKLE_DIRS, PICKLE_FILES, CIFARTask, cifar_source, find_cifar
+from nhtlib.data.mnist import MNISTTask, mnist_files
+from nhtlib.data.waterbirds import CUB_DIR, CUB_IMAGES, STANDARD_DIRS, STANDIN_CSV, WaterbirdsTask, find_cub, find_waterbirds
 
 # Official sizes (examples per split).
 # CIFAR-10 / CIFAR-100: Krizhevsky, "Learning Multiple Layers of Features from Tiny Images" (2009), and

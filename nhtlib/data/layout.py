@@ -13,15 +13,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import TaskConfig
-from .borders import BorderCIFARTask
-from .celeba import CelebATask
-from .cifar import N_CLASSES, CIFARTask
-from .inventory import FULL_SIZES, inventory
-from .mnist import MNISTTask
-from .modular import ModularTask
-from .toy import SparseParityTask
-from .waterbirds import WaterbirdsTask
+from nhtlib.data import TaskConfig
+from nhtlib.data.coloured_borders import BorderCIFARTask
+from nhtlib.data.celeba import CelebATask
+from nhtlib.data.cifar import N_CLASSES, CIFARTask
+from nhtlib.data.inventory import FULL_SIZES, inventory
+from nhtlib.data.mnist import MNISTTask
+from nhtlib.data.modular import ModularTask
+from nhtlib.data.sparse_parity import SparseParityTask
+from nhtlib.data.waterbirds import WaterbirdsTask
 
 
 def _sizes(task: TaskConfig, dataset: str) -> dict[str, int]:

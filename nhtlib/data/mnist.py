@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from ..config import check_choice, check_range, not_identity
-from ..paths import data_root as resolve_data_root
-from . import Dataset, Split, TaskConfig
-from .files import cached_decode, describe, file_digests, fingerprint, reading
+from nhtlib.config import check_choice, check_range, not_identity
+from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.data import Dataset, Split, TaskConfig
+from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, reading
 
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}

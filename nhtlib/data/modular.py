@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import check_choice, check_range
-from . import Dataset, Split, TaskConfig
+from nhtlib.config import check_choice, check_range
+from nhtlib.data import Dataset, Split, TaskConfig
 
 OPERATIONS = ("+", "-", "*")
 

@@ -60,12 +60,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..config import ConfigError, check_choice, check_range, not_identity
-from .groups import count_groups
-from ..paths import data_root as resolve_data_root
-from . import Dataset, ImageCodec, TaskConfig
-from .files import cached_decode, describe, file_digests, fingerprint, read_image, resample
-from .grouped import grouped_dataset, stratified_subset
+from nhtlib.config import ConfigError, check_choice, check_range, not_identity
+from nhtlib.data.groups import count_groups
+from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.data import Dataset, ImageCodec, TaskConfig
+from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, read_image, resample
+from nhtlib.data.grouped import grouped_dataset, stratified_subset
 
 SOURCES = ("waterbirds", "cub_standin")
 STANDARD_DIRS = ("waterbirds", "waterbird_complete95_forest2water2")

@@ -6,15 +6,15 @@ exactly as the single PyTorch model built under torch.manual_seed(seed_k).
 """
 from __future__ import annotations
 
-from ..config import ConfigError
-from .base import ModelConfig
-from .mlp import MLPConfig
-from .modular_mlp import ModularMLPConfig
-from .resnet import ResNetConfig
-from .simple_cnn import SimpleCNNConfig, StackedSimpleCNNConfig
-from .stacked import FeatureMLPConfig, StackedModularConfig
-from .transformer import ModularTransformerConfig
-from .vgg import VGGConfig
+from nhtlib.config import ConfigError
+from nhtlib.models.base import ModelConfig
+from nhtlib.models.mlp import MLPConfig
+from nhtlib.models.modular_mlp import ModularMLPConfig
+from nhtlib.models.resnet import ResNetConfig
+from nhtlib.models.simple_cnn import SimpleCNNConfig, StackedSimpleCNNConfig
+from nhtlib.models.stacked import FeatureMLPConfig, StackedModularConfig
+from nhtlib.models.transformer import ModularTransformerConfig
+from nhtlib.models.vgg import VGGConfig
 
 MODELS: dict[str, type[ModelConfig]] = {
     "mlp": MLPConfig,                          # chapter 1 (toy), chapter 5

@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ..config import Config
+from nhtlib.config import Config
 
 
 class ModelConfig(Config):

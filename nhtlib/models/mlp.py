@@ -8,8 +8,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..config import check_choice, check_range
-from .base import ModelConfig, init_under_seed
+from nhtlib.config import check_choice, check_range
+from nhtlib.models.base import ModelConfig, init_under_seed
 
 ACTIVATIONS = {"relu": nn.functional.relu, "gelu": nn.functional.gelu, "tanh": torch.tanh,
                "identity": lambda x: x}

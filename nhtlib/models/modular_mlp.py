@@ -24,8 +24,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..config import check_range
-from .base import ModelConfig, init_under_seed
+from nhtlib.config import check_range
+from nhtlib.models.base import ModelConfig, init_under_seed
 
 
 class ModularMLP(nn.Module):
@@ -74,7 +74,7 @@ class BatchedModularMLP(nn.Module):
 
     def features_and_outputs(self, x: torch.Tensor, initial: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(penultimate features (K, B, hidden), logits (K, B, p)) of x (K, B, 2): what D_LR reads
-        (`nhtlib.metrics.features.extract`); the initial parameters are not kept (initial must be False)."""
+        (`nhtlib.analysis.metrics.features.extract`); the initial parameters are not kept (initial must be False)."""
         if initial:
             raise ValueError("BatchedModularMLP keeps no initial parameters (initial=True needs a StackedModel)")
         h = self._features(x)

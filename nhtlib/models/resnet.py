@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import check_choice, check_range
-from .stacked import StackedConfig
-from .vgg import scaled
+from nhtlib.config import check_choice, check_range
+from nhtlib.models.stacked import StackedConfig
+from nhtlib.models.vgg import scaled
 
 NORMS = ("batch", "group", "none")
 

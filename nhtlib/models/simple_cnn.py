@@ -22,9 +22,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..config import check_range
-from .base import ModelConfig, init_under_seed
-from .stacked import StackedConfig
+from nhtlib.config import check_range
+from nhtlib.models.base import ModelConfig, init_under_seed
+from nhtlib.models.stacked import StackedConfig
 
 WIDTHS = (32, 32, 64, 64, 128, 128)
 POOL_AFTER = (2, 4)  # max-pool (2x2) after conv2 and conv4
@@ -74,7 +74,7 @@ class GroupedSimpleCNN(nn.Module):
         super().__init__()
         for name in CONV_NAMES:
             setattr(self, name, BatchedConv(torch.stack([getattr(s, name).weight.detach() for s in singles]).clone()))
-        from .mlp import BatchedLinear
+        from nhtlib.models.mlp import BatchedLinear
 
         self.head = BatchedLinear(torch.stack([s.head.weight.detach() for s in singles]).clone(),
                                   torch.stack([s.head.bias.detach() for s in singles]).clone())

@@ -47,8 +47,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from ..config import check_choice, check_range
-from .base import ModelConfig, init_under_seed
+from nhtlib.config import check_choice, check_range
+from nhtlib.models.base import ModelConfig, init_under_seed
 
 TRAINABLE = ("all", "head")
 
@@ -216,6 +216,6 @@ class StackedModularConfig(StackedConfig):
     hidden: int = 256
 
     def single(self, input_shape: tuple[int, ...], n_classes: int) -> nn.Module:
-        from .modular_mlp import ModularMLP
+        from nhtlib.models.modular_mlp import ModularMLP
 
         return ModularMLP(n_classes, self.d_embed, self.hidden)

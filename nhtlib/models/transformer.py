@@ -22,9 +22,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from ..config import check_range
-from .base import ModelConfig, init_under_seed
-from .modular_mlp import _Group, gather_rows
+from nhtlib.config import check_range
+from nhtlib.models.base import ModelConfig, init_under_seed
+from nhtlib.models.modular_mlp import _Group, gather_rows
 
 
 class ModularTransformer(nn.Module):

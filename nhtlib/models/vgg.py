@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import check_range
-from .stacked import StackedConfig
+from nhtlib.config import check_range
+from nhtlib.models.stacked import StackedConfig
 
 VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 

@@ -1,0 +1,171 @@
+"""Statistics over seeds, in one home: per-seed values to an interval, Spearman correlations, paired differences.
+
+The design note (shared/design/verdicts.md): **the unit of replication is a seed.** A claim's statistic is computed per
+seed (`per_seed`), then summarised by `interval` into an `Estimate` — the mean and its 95 % interval over seeds: a
+t-interval below `BOOTSTRAP_MIN_UNITS` units (a percentile bootstrap over 3 seeds has only 10 distinct resamples), a
+percentile bootstrap from there on. A statistic that exists only across runs (one fit over a whole grid) gets its
+interval from `seed_bootstrap` (resample seeds, refit); a spread across seeds (a standard deviation) gets the
+chi-square interval of `sd_interval`. Fewer than `MIN_UNITS` units decide nothing (`Estimate.decided`). The verdict
+rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval (`nhtlib.analysis.forecast`) read these.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+LEVEL = 0.95  # every interval of the book is a 95 % interval
+MIN_UNITS = 3  # fewer seeds (or runs, where runs are the unit) decide nothing
+BOOTSTRAP_MIN_UNITS = 6  # below this a t-interval; from here a percentile bootstrap
+N_BOOT = 4000  # bootstrap resamples (the interval's end points move by < 1 % of its width beyond ~2,000)
+BOOT_SEED = 0  # fixed, so a re-run of the same table gives the same interval
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured statistic: its point value (mean over units), the 95 % interval [low, high], the number of units
+    n, what the units are ('seeds', 'runs'), the method ('t', 'bootstrap', 'chi-square', 'exact', 'none') and the per-unit values.
+    low = high = value for a constant statistic (a decided result); NaN interval with fewer than 2 units."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    unit: str = "seeds"
+    method: str = "t"
+    values: tuple[float, ...] = ()
+
+    @property
+    def decided(self) -> bool:
+        """True when there are enough units and a finite interval, so that a rule may decide on it."""
+        return self.n >= MIN_UNITS and math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def text(self, digits: int = 2) -> str:
+        """e.g. "−0.97 [−1.00, −0.91], n = 3 seeds" (the form every claims row shows)."""
+        units = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit  # "1 seed", "3 seeds"
+        if not math.isfinite(self.value):
+            return f"no value (n = {self.n} {units})"
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return f"{_num(self.value, digits)} (no interval), n = {self.n} {units}"
+        return f"{_num(self.value, digits)} [{_num(self.low, digits)}, {_num(self.high, digits)}], n = {self.n} {units}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _num(x: float, digits: int) -> str:
+    if abs(x) >= 1000:
+        return f"{x:,.0f}".replace("-", "−")
+    return f"{x:.{digits}f}".replace("-", "−")
+
+
+def t_quantile(n: int, level: float = LEVEL) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, n - 1))
+
+
+def interval(values: Sequence[float], unit: str = "seeds", level: float = LEVEL, n_boot: int = N_BOOT,
+             seed: int = BOOT_SEED, bounds: tuple[float, float] | None = None) -> Estimate:
+    """The mean of per-unit statistics with its `level` interval (see the module docstring). NaN values are left
+    out (a seed whose statistic does not exist, e.g. no transition, is not a unit of evidence). bounds: the
+    statistic's own range (e.g. (−1, 1) for a correlation, (0, 1) for a share): a t-interval is clipped to it."""
+    estimate = _interval(values, unit, level, n_boot, seed)
+    if bounds is None or not math.isfinite(estimate.low):
+        return estimate
+    low, high = max(estimate.low, bounds[0]), min(estimate.high, bounds[1])
+    return Estimate(estimate.value, low, high, estimate.n, estimate.unit, estimate.method, estimate.values)
+
+
+def _interval(values: Sequence[float], unit: str, level: float, n_boot: int, seed: int) -> Estimate:
+    x = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
+    n = len(x)
+    if n == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0, unit, "none")
+    mean = float(x.mean())
+    if n == 1:
+        return Estimate(mean, float("nan"), float("nan"), 1, unit, "none", tuple(x))
+    if np.ptp(x) == 0:
+        return Estimate(mean, mean, mean, n, unit, "exact", tuple(x))
+    if n < BOOTSTRAP_MIN_UNITS:
+        half = t_quantile(n, level) * float(x.std(ddof=1)) / math.sqrt(n)
+        return Estimate(mean, mean - half, mean + half, n, unit, "t", tuple(x))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, n, (n_boot, n))].mean(1)
+    low, high = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(mean, float(low), float(high), n, unit, "bootstrap", tuple(x))
+
+
+def sd_interval(values: Sequence[float], unit: str = "seeds", level: float = LEVEL) -> Estimate:
+    """The sample standard deviation (ddof = 1) of per-unit values with its chi-square `level` interval,
+    s·√((n−1)/χ²₁₋α/₂) to s·√((n−1)/χ²α/₂) for normal values — the spread of a result across seeds (NHT Table 2 #5).
+    A bootstrap cannot stand in here: with 3 seeds some resamples repeat one seed three times, so its lower end is
+    always 0. With 3 seeds the interval runs from 0.52 s to 6.3 s; NaN values are left out."""
+    from scipy.stats import chi2
+
+    x = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
+    n = len(x)
+    if n < 2:
+        return Estimate(float("nan"), float("nan"), float("nan"), n, unit, "none", tuple(x))
+    sd = float(x.std(ddof=1))
+    low = sd * math.sqrt((n - 1) / chi2.ppf(0.5 + level / 2, n - 1))
+    high = sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1))
+    return Estimate(sd, low, high, n, unit, "chi-square", tuple(x))
+
+
+def seed_bootstrap(groups: Mapping[Any, Any], statistic: Callable[[list], float], *, level: float = LEVEL,
+                   n_boot: int = N_BOOT, seed: int = BOOT_SEED, unit: str = "seeds") -> Estimate:
+    """A statistic that exists only across seeds (one fit over the whole grid): the value on all seeds, and the
+    interval of `statistic` over seed-level resamples (draw seeds with replacement, refit).
+
+    groups: {seed: that seed's data (e.g. its rows of a table)}; statistic(list of group data) -> float (NaN when
+    the resample cannot be fitted; such resamples are dropped)."""
+    keys = list(groups)
+    n = len(keys)
+    value = float(statistic([groups[k] for k in keys])) if n else float("nan")
+    if n < 2:
+        return Estimate(value, float("nan"), float("nan"), n, unit, "none")
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        pick = rng.integers(0, n, n)
+        s = statistic([groups[keys[i]] for i in pick])
+        if s is not None and math.isfinite(s):
+            draws.append(s)
+    if not draws:
+        return Estimate(value, float("nan"), float("nan"), n, unit, "none")
+    low, high = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(value, float(low), float(high), n, unit, "bootstrap")
+
+
+def per_seed(summary: pd.DataFrame, fn, seed: str = "seed") -> list[float]:
+    """fn(rows of one seed) -> float, for every seed in seed order: the per-seed statistics `interval` summarises."""
+    return [float(fn(g)) for _, g in summary.groupby(seed, sort=True)]
+
+
+def paired_difference(summary: pd.DataFrame, arm: str, a, b, value: str, seed: str = "seed") -> Estimate:
+    """Per seed: `value` of arm a minus `value` of arm b (rows of one seed and arm averaged; NaN where a seed lacks
+    one of them, and so no estimate when an arm is missing), summarised over seeds: the paired comparison of two
+    set-ups trained on the same seeds."""
+    wide = summary.pivot_table(index=seed, columns=arm, values=value, aggfunc="mean")
+    if a not in wide.columns or b not in wide.columns:
+        return interval([float("nan")] * summary[seed].nunique())
+    return interval((wide[a] - wide[b]).tolist())
+
+
+def spearman(x, y) -> float:
+    """Spearman ρ of y against x over the finite pairs; NaN with fewer than 3 pairs or a constant side."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 3 or np.ptp(x[keep]) == 0 or np.ptp(y[keep]) == 0:
+        return float("nan")
+    return float(spearmanr(x[keep], y[keep]).statistic)

@@ -1,0 +1,722 @@
+"""Chapter 5: dynamical richness D_LR (Nam et al., "Decoupling Dynamical Richness from Representation Learning",
+arXiv:2410.04264, ICLR 2026) — Shortcut MNIST (ours), grokking, target down-scaling α, BatchNorm in VGG-16,
+ResNet18's learning rate and shuffled labels, and the eigen-decomposition view.
+
+What the notebook uses: `PRESETS` (one `RichnessPreset` per scale), `experiments` (the six experiments of the chapter
+as `Experiment`s: configs and probe), `run` (train or read back one experiment: a tidy run table with an
+`experiment` and a `chance` column and readable arm labels), the tables and numbers its figures and prose show
+(`arm_table`, `grok_points`, `alpha_numbers`, `spectra`, `eigen_summary`, `batchnorm_caveat`, `probe_classes`,
+`scale_note`), `CLAIMS` and `judge` (the verdicts, per seed with 95 % intervals).
+
+Every statistic a verdict reads is computed per seed — a paired difference between the arms of one seed, a Spearman
+ρ over one seed's α grid, a 1/0 per seed — then summarised by `nhtlib.report.statistics.interval`. The paper's numbers come
+from a secondary summary of the paper (`shared/papers/dlr.md` §0, §4: tag [sec]); none was verified against the
+paper's body, and every `paper` field says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from nhtlib.analysis import statistics
+from nhtlib.engine import plan
+from nhtlib.report import predictions, tables
+from nhtlib.config import DECAY_GROUPS, PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
+from nhtlib.data.cifar import N_CLASSES, CIFARTask
+from nhtlib.data.layout import layout
+from nhtlib.data.mnist import MNISTTask
+from nhtlib.data.modular import ModularTask
+from nhtlib.analysis.metrics import eigen
+from nhtlib.analysis.metrics.features import richness_probe
+from nhtlib.models import config as model_config
+from nhtlib.engine.sweep import RunConfig, Sweep, grid
+from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl
+from nhtlib.analysis.statistics import interval
+
+CHAPTER = "05_dlr_batchnorm"
+SHARE = predictions.SHARE  # the range an interval of a share of seeds is clipped to
+UNVERIFIED = "[sec; not verified against the paper's body]"  # dlr.md §0: every number of §4 is from a summary
+
+
+# ------------------------------------------------------------------------------------------------------ presets
+
+@dataclass(frozen=True)
+class ShortcutPreset(Config):
+    """§5.2 Shortcut MNIST (ours, dlr.md §4.1): rich (every layer trained) against lazy (the head alone on frozen
+    random features) on MNIST images whose training copies carry a square coding their label."""
+
+    n_train: int  # training images (MNIST's first, every class present); the square codes each one's label
+    n_test: int  # test images: with the square of a random class (test_acc) and without it (test_clean_acc)
+    hidden: tuple[int, ...]  # ReLU MLP hidden widths; the last is p, the width D_LR reads
+    steps: int  # AdamW steps at batch 128: long enough for the rich net to fit the square
+    probe: int  # training images the richness probe reads (a fixed prefix; n >= 2p preferred, dlr.md §1.5)
+    eigen_k: int = 50  # eigen-directions kept for Fig. 5.6 (a few times C = 10)
+    patch_size: int = 3  # side of the class-coding square, pixels
+    patch_value: float = 0.6  # its intensity on the [0, 1] pixel scale: faint, yet a perfect predictor
+    rich_lr: float = 1e-3  # AdamW lr with every layer trained
+    lazy_lr: float = 1e-2  # AdamW lr of the head alone: a convex problem on fixed features takes a larger step
+    batch_size: int = 128  # the book's default mini-batch
+
+    def validate(self) -> None:
+        for name in ("n_train", "n_test", "steps", "probe", "eigen_k", "batch_size"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        _check_widths("hidden", self.hidden)
+        check_range("patch_value", self.patch_value, 0.0, 1.0)
+        for name in ("rich_lr", "lazy_lr"):
+            check_range(name, getattr(self, name), 0.0, None, low_inclusive=False)
+
+
+@dataclass(frozen=True)
+class GrokPreset(Config):
+    """§5.3 grokking: (a + b) mod p with the grokking chapter's MLP on two token embeddings (its calibration,
+    nht.md §7.4), full-batch AdamW with weight decay 1 on the matrices."""
+
+    p: int  # the modulus: C = p classes (97 in the paper; smaller groks sooner)
+    steps: int  # full-batch AdamW steps: memorisation, then the grokking transition, within the budget
+    n_logs: int  # logged points: D_LR is probed on the whole training split at each
+    train_frac: float = 0.4  # share of the p² pairs used for training (dlr.md §4.3 book default)
+    d_embed: int = 128  # token embedding width
+    hidden: int = 256  # GELU hidden layer: the features Φ (p_features = 256)
+    lr: float = 4e-3  # AdamW lr of the calibration
+    weight_decay: float = 1.0  # decoupled decay on the matrices: what makes the net grok
+    model: str = "modular_mlp_stacked"  # the MLP (cpu); "transformer": NSDL's Transformer (paper scale)
+    batch_size: int | None = None  # None: full batch (the MLP); NSDL's Transformer draws 512 with replacement
+    decay: str = "matrices"  # the MLP decays its matrices; NSDL decays every parameter ("all")
+
+    def validate(self) -> None:
+        check_range("p", self.p, 3, None, integer=True)
+        check_range("steps", self.steps, 1, None, integer=True)
+        check_range("n_logs", self.n_logs, 1, self.steps, integer=True)
+        check_range("train_frac", self.train_frac, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        for name in ("d_embed", "hidden"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+        check_choice("model", self.model, ("modular_mlp_stacked", "transformer"))
+        if self.batch_size is not None:
+            check_range("batch_size", self.batch_size, 1, None, integer=True)
+        check_choice("decay", self.decay, DECAY_GROUPS)
+
+    def model_config(self):
+        """The member model: the stacked MLP (its GELU hidden layer is Φ) or NSDL's Transformer (Φ: the final
+        LayerNorm's output at the last position)."""
+        if self.model == "transformer":
+            return model_config("transformer")
+        return model_config("modular_mlp_stacked", d_embed=self.d_embed, hidden=self.hidden)
+
+
+@dataclass(frozen=True)
+class AlphaPreset(Config):
+    """§5.4 target down-scaling α (ours, dlr.md §4.2): the centred model α(f_θ − f_θ₀) with SGD at lr η/α², so the
+    function moves at one speed while the weights move ∝ 1/α: α → ∞ is Chizat's lazy limit."""
+
+    alphas: tuple[float, ...]  # output scales, increasing; a Spearman ρ per seed needs at least 3
+    n_train: int  # MNIST training images (no square)
+    hidden: tuple[int, ...]  # ReLU MLP hidden widths (p = the last)
+    steps: int  # SGD steps at batch 256
+    probe: int  # training images the richness probe reads
+    n_test: int = 1000  # MNIST test images
+    lr: float = 0.05  # η; member lr = η / α²
+    momentum: float = 0.9  # SGD momentum
+    batch_size: int = 256  # mini-batch
+
+    def validate(self) -> None:
+        _check_increasing("alphas", self.alphas)
+        for name in ("n_train", "steps", "probe", "n_test", "batch_size"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        _check_widths("hidden", self.hidden)
+        check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+
+
+@dataclass(frozen=True)
+class VisionPreset(Config):
+    """§5.5–5.6 CIFAR: VGG-16 with and without BatchNorm, ResNet18 at three learning rates, ResNet18 on true and
+    shuffled labels; one SGD recipe for all (dlr.md §4.4–4.5 book defaults, without augmentation)."""
+
+    n_train: int | None  # class-balanced training images (None = all); the probe reads a balanced prefix
+    n_test: int | None  # class-balanced test images (None = all)
+    image_size: int  # side after area down-sampling (32 = CIFAR's own)
+    width: float  # channel multiplier (1 = 64..512 channels, p = 512; 1/8 gives p = 64)
+    epochs: int  # SGD epochs over n_train (VGG ± BN and the lr sweep)
+    probe: int  # training images the richness probe reads
+    shuffle_n: int | None  # training images of the true / shuffled pair: few enough to fit random labels
+    shuffle_epochs: int  # epochs of that pair: fitting random labels takes long
+    lrs: tuple[float, ...]  # ResNet18 learning rates (the paper's 0.005 / 0.05 / 0.2)
+    lr: float = 0.05  # the lr of VGG ± BN and of the shuffled pair (the middle of `lrs`)
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 5e-4  # L2 on every parameter
+    batch_size: int = 128  # mini-batch
+    dataset: str = "cifar10"  # VGG ± BN and the lr sweep: the paper's CIFAR-100 at paper scale (dlr.md §4.4–4.5)
+    shuffle_dataset: str = "cifar10"  # the true / shuffled pair: CIFAR-10 in the paper too (dlr.md §4.5)
+    precision: str = "fp32"  # TrainConfig.precision of the CIFAR runs: bf16 autocast at paper scale, fp32 here
+
+    def validate(self) -> None:
+        check_choice("precision", self.precision, PRECISIONS)
+        for name in ("dataset", "shuffle_dataset"):
+            check_choice(name, getattr(self, name), tuple(N_CLASSES))
+        for name in ("n_train", "n_test", "shuffle_n"):
+            if getattr(self, name) is not None:
+                check_range(name, getattr(self, name), 1, None, integer=True)
+        check_range("image_size", self.image_size, 1, 32, integer=True)
+        check_range("width", self.width, 0.0, None, low_inclusive=False)
+        for name in ("epochs", "probe", "shuffle_epochs", "batch_size"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        _check_increasing("lrs", self.lrs)
+        check_range("lr", self.lr, 0.0, None, low_inclusive=False)
+
+
+@dataclass(frozen=True)
+class RichnessPreset(Config):
+    """What one scale of chapter 5 runs."""
+
+    seeds: int  # seeds of every experiment; a verdict needs >= 3 (nhtlib.report.verdicts.MIN_UNITS)
+    n_logs: int  # logged points of the MNIST and CIFAR runs (the probe runs at each)
+    shortcut: ShortcutPreset
+    grok: GrokPreset
+    alpha: AlphaPreset
+    vision: VisionPreset
+    full_data: bool = False  # refuse to start unless MNIST and the CIFARs are complete (paper scale)
+
+    def validate(self) -> None:
+        check_range("seeds", self.seeds, 1, None, integer=True)
+        check_range("n_logs", self.n_logs, 1, None, integer=True)
+        for name, kind in (("shortcut", ShortcutPreset), ("grok", GrokPreset), ("alpha", AlphaPreset),
+                           ("vision", VisionPreset)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name}={getattr(self, name)!r} must be a {kind.__name__}")
+
+
+def _check_widths(name: str, widths: tuple[int, ...]) -> None:
+    if not widths:
+        raise ConfigError(f"{name}={widths!r} needs at least one hidden layer")
+    for i, h in enumerate(widths):
+        check_range(f"{name}[{i}]", h, 1, None, integer=True)
+
+
+def _check_increasing(name: str, values: tuple[float, ...]) -> None:
+    if not values or any(v <= 0 for v in values) or list(values) != sorted(set(values)):
+        raise ConfigError(f"{name}={values!r} must be positive, distinct and increasing")
+
+
+PRESETS = {
+    "smoke": RichnessPreset(
+        seeds=1, n_logs=1,
+        shortcut=ShortcutPreset(n_train=300, n_test=200, hidden=(32, 32), steps=15, probe=200),
+        grok=GrokPreset(p=13, steps=20, n_logs=2),
+        alpha=AlphaPreset(alphas=(1.0, 16.0), n_train=200, hidden=(32, 32), steps=10, probe=200),
+        vision=VisionPreset(n_train=100, n_test=100, image_size=8, width=1 / 16, epochs=1, probe=100, shuffle_n=100,
+                            shuffle_epochs=1, lrs=(0.05, 0.2))),
+    "cpu": RichnessPreset(
+        seeds=3, n_logs=6,
+        shortcut=ShortcutPreset(n_train=3000, n_test=2000, hidden=(256, 256), steps=400, probe=1000),
+        grok=GrokPreset(p=59, steps=4000, n_logs=40),
+        alpha=AlphaPreset(alphas=(1.0, 4.0, 16.0, 64.0), n_train=2000, hidden=(256, 256), steps=300, probe=1000),
+        vision=VisionPreset(n_train=3000, n_test=1000, image_size=16, width=1 / 8, epochs=6, probe=1000,
+                            shuffle_n=500, shuffle_epochs=30, lrs=(0.005, 0.05, 0.2))),
+    "paper": RichnessPreset(
+        seeds=3, n_logs=20,
+        shortcut=ShortcutPreset(n_train=60000, n_test=10000, hidden=(512, 512), steps=10000, probe=5000),
+        # NSDL's Transformer at NSDL's settings (η = 1e-3, batch 512, λ = 1 on every parameter, 50 % split), probed
+        # every 100 steps as dlr.md §4.3 asks; the paper's own model is a 2-layer Transformer [unknown details]
+        grok=GrokPreset(p=97, steps=10000, n_logs=100, train_frac=0.5, lr=1e-3, model="transformer",
+                        batch_size=512, decay="all"),
+        alpha=AlphaPreset(alphas=(0.25, 1.0, 4.0, 16.0, 64.0), n_train=10000, hidden=(512, 512), steps=5000,
+                          probe=5000),
+        vision=VisionPreset(n_train=None, n_test=None, image_size=32, width=1.0, epochs=100, probe=5000,
+                            shuffle_n=None, shuffle_epochs=200, lrs=(0.005, 0.05, 0.2), dataset="cifar100",
+                            precision="bf16"),
+        full_data=True),
+}
+
+
+# -------------------------------------------------------------------------------------------------- experiments
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment of the chapter: its members, the probe they are measured with, and its chance accuracy."""
+
+    name: str  # "shortcut", "grokking", "alpha", "batchnorm", "lr", "shuffle"
+    desc: str  # the progress bar's label
+    configs: tuple[RunConfig, ...]
+    probe: int  # examples of the training split the richness probe reads (a prefix)
+    chance: float  # 1 / C
+    dataset: str  # what the members are trained on, as the notes name it
+    eigen_k: int = 0  # eigen-directions the probe keeps (0 = none)
+
+
+def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | None = None,
+                data_root: str | None = None, check_data: bool = True) -> dict[str, Experiment]:
+    """The chapter's six experiments at this scale, every one over seeds first_seed .. first_seed + seeds − 1.
+    dataset: the CIFAR of VGG ± BN and the lr sweep (default: the preset's; the shuffled-label pair always reads
+    `VisionPreset.shuffle_dataset`, CIFAR-10 as in the paper). check_data: refuse now (`nhtlib.engine.plan.check_tasks`)
+    when a data set is missing, or not complete where the preset asks for the full data (the planner passes False:
+    it reports instead)."""
+    dataset = dataset or preset.vision.dataset
+    if dataset not in N_CLASSES:
+        raise ConfigError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, N_CLASSES))}")
+    seeds = range(first_seed, first_seed + preset.seeds)
+    s, g, a, v = preset.shortcut, preset.grok, preset.alpha, preset.vision
+    mnist = MNISTTask(n_train=s.n_train, n_test=s.n_test, shortcut="patch", patch_size=s.patch_size,
+                      patch_value=s.patch_value, data_root=data_root)
+    shortcut = []
+    for trainable, lr in (("all", s.rich_lr), ("head", s.lazy_lr)):
+        shortcut += grid(RunConfig(mnist, model_config("feature_mlp", hidden=s.hidden, trainable=trainable),
+                                   TrainConfig(optimizer="adamw", lr=lr, steps=s.steps, batch_size=s.batch_size,
+                                               n_logs=preset.n_logs)), seeds=seeds)
+    grok = grid(RunConfig(ModularTask(p=g.p, op="+", train_frac=g.train_frac), g.model_config(),
+                          TrainConfig(optimizer="adamw", lr=g.lr, weight_decay=g.weight_decay, decay=g.decay,
+                                      batch_size=g.batch_size, steps=g.steps, n_logs=g.n_logs)), seeds=seeds)
+    plain = MNISTTask(n_train=a.n_train, n_test=a.n_test, data_root=data_root)
+    alpha = []
+    for scale in a.alphas:
+        alpha += grid(RunConfig(plain, model_config("feature_mlp", hidden=a.hidden, centred=True, output_scale=scale),
+                                TrainConfig(optimizer="sgd", lr=a.lr / scale ** 2, momentum=a.momentum,
+                                            steps=a.steps, batch_size=a.batch_size, n_logs=preset.n_logs)),
+                      seeds=seeds)
+    cifar = CIFARTask(dataset=dataset, n_train=v.n_train, n_test=v.n_test, image_size=v.image_size,
+                      data_root=data_root)
+    n_images = layout(cifar).n_train  # all of the training split when n_train is None
+    n_small = v.shuffle_n or layout(cifar.replace(dataset=v.shuffle_dataset)).n_train
+    resnet = model_config("resnet18", norm="batch", width=v.width)
+    batchnorm = []
+    for bn in (False, True):
+        batchnorm += grid(RunConfig(cifar, model_config("vgg16", batchnorm=bn, width=v.width),
+                                    _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds)
+    lrs = grid(RunConfig(cifar, resnet, _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds, lrs=v.lrs)
+    small = cifar.replace(dataset=v.shuffle_dataset, n_train=v.shuffle_n)
+    shuffle = [RunConfig(small.replace(shuffle_labels=shuffled), resnet,
+                         _sgd(v, v.lr, v.shuffle_epochs, n_small, preset.n_logs), seed=seed)
+               for shuffled in (False, True) for seed in seeds]
+    chance_images = 1.0 / N_CLASSES[dataset]
+    out = {
+        "shortcut": Experiment("shortcut", "shortcut MNIST", tuple(shortcut), s.probe, 0.1, "Shortcut MNIST",
+                               s.eigen_k),
+        "grokking": Experiment("grokking", "grokking", tuple(grok), 10 ** 6, 1.0 / g.p, f"(a + b) mod {g.p}"),
+        "alpha": Experiment("alpha", "alpha sweep", tuple(alpha), a.probe, 0.1, "MNIST"),
+        "batchnorm": Experiment("batchnorm", "VGG-16 ± BN", tuple(batchnorm), v.probe, chance_images, dataset),
+        "lr": Experiment("lr", "ResNet18 lr", tuple(lrs), v.probe, chance_images, dataset),
+        "shuffle": Experiment("shuffle", "ResNet18 shuffled labels", tuple(shuffle), v.probe,
+                              1.0 / N_CLASSES[v.shuffle_dataset], f"{v.shuffle_dataset} ({n_small} images)"),
+    }
+    if check_data:
+        plan.check_tasks([c.task for e in out.values() for c in e.configs], full=preset.full_data)
+    return out
+
+
+def _sgd(v: VisionPreset, lr: float, epochs: int, n_images: int, n_logs: int) -> TrainConfig:
+    return TrainConfig(optimizer="sgd", lr=lr, momentum=v.momentum, weight_decay=v.weight_decay, lr_schedule="cosine",
+                       batch_size=v.batch_size, sampling="epoch", steps=max(1, epochs * n_images // v.batch_size),
+                       n_logs=n_logs, precision=v.precision)
+
+
+ARMS = {  # readable labels of each experiment's arms (column -> {value: label}), added by `run`
+    "shortcut": ("trainable", "training", {"all": "rich (all layers)", "head": "lazy (last layer only)"}),
+    "batchnorm": ("batchnorm", "arm", {False: "without BN", True: "with BN"}),
+    "shuffle": ("shuffle_labels", "labels", {False: "true", True: "shuffled"}),
+}
+
+
+def sweep(experiment: Experiment) -> Sweep:
+    """The experiment as a `Sweep`: its members, probed by `richness_probe` at every log step."""
+    return Sweep(experiment.desc, experiment.configs, extra_metrics=richness_probe(experiment.probe,
+                                                                                  eigen_k=experiment.eigen_k),
+                 extra_metrics_key=f"richness_probe(n_probe={experiment.probe}, eigen_k={experiment.eigen_k})",
+                 probe_examples=experiment.probe)
+
+
+def sweeps(preset: RichnessPreset, data_root: str | None = None, first_seed: int = 0, *,
+           dataset: str | None = None) -> list[Sweep]:
+    """The chapter's six experiments as sweeps (what the compute planner plans); dataset: the vision experiments'
+    CIFAR (default: the preset's)."""
+    declared = experiments(preset, first_seed=first_seed, dataset=dataset, data_root=data_root, check_data=False)
+    return [sweep(e) for e in declared.values()]
+
+
+def run(experiment: Experiment, *, device: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """Train (or read back from the run cache) every member of `experiment`, probed at every log step; the run table
+    with `experiment`, `chance` and `dataset` columns, `alpha` for the output scale and the arm labels of `ARMS`."""
+    table = sweep(experiment).run(device=device, progress=progress)
+    table = table.rename(columns={"output_scale": "alpha"})
+    table.insert(0, "experiment", experiment.name)
+    table["chance"], table["dataset"] = experiment.chance, experiment.dataset
+    if experiment.name in ARMS:
+        column, label, names = ARMS[experiment.name]
+        table[label] = table[column].map(names)
+    return table
+
+
+def last(table: pd.DataFrame) -> pd.DataFrame:
+    """The last logged row of every run."""
+    return table.loc[table.groupby("run").step.idxmax()].reset_index(drop=True)
+
+
+def probe_classes(declared: Mapping[str, Experiment]) -> pd.DataFrame:
+    """Class counts of the sample every probe reads (the first `probe` training examples of the first seed's data;
+    the true labels for the shuffled pair): one row per experiment — every class must be present."""
+    rows, built = [], {}
+    for name, exp in declared.items():
+        config = exp.configs[0]
+        task = config.task.replace(shuffle_labels=False) if hasattr(config.task, "shuffle_labels") else config.task
+        key = (task.digest(), config.seed)
+        if key not in built:
+            built[key] = task.build(config.seed)
+        data = built[key]
+        y = data.splits["train"].y[:exp.probe]
+        counts = np.bincount(y.numpy(), minlength=data.n_classes)
+        rows.append({"experiment": name, "probe examples": len(y), "classes": data.n_classes,
+                     "classes present": int((counts > 0).sum()), "fewest per class": int(counts.min()),
+                     "most per class": int(counts.max())})
+    return pd.DataFrame(rows).set_index("experiment")
+
+
+# ----------------------------------------------------------------------------------------- tables and numbers
+
+MEASURES = {"dlr": "D_LR", "dlr_centred": "D_LR, centred span", "dlr_null": "D_LR null value 1 − √(r/p)",
+            "test_acc": "test accuracy", "test_clean_acc": "clean test accuracy", "train_acc": "train accuracy",
+            "s_init": "S_init", "nc1": "NC1", "nc1_bounded": "NC1 bounded (Tr Σ_W / Tr Σ_T)", "theta_sq": "‖θ‖²",
+            "theta_dist_rel": "‖θ − θ₀‖² / ‖θ₀‖²"}  # the rows of `arm_table`
+
+
+def arm_table(table: pd.DataFrame, by: str, columns: list[str]):
+    """The last step of every run, for people (`nhtlib.report.tables.for_people`): one row per measure of `columns` (named
+    by `MEASURES`) and one column per value of `by` (an arm, a learning rate, an α), each cell mean ± sd over seeds
+    (the mean alone for a single seed); the last row counts the seeds."""
+    final = last(table)
+    stats = final.groupby(by)[columns].agg(["mean", "std"])
+    out = pd.DataFrame({MEASURES.get(c, c): [tables.mean_sd(m, v, ".3f") for m, v in
+                                             zip(stats[c]["mean"], stats[c]["std"])] for c in columns},
+                       index=stats.index)
+    out["seeds"] = final.groupby(by).seed.nunique().astype(str)
+    out = out.T
+    out.columns = [f"{tables.human_name(by)} = {tables.index_value(v)}" if not isinstance(v, str) else v
+                   for v in out.columns]
+    return tables.for_people(out.rename_axis("at the last step"))
+
+
+def arm_means(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Last step of every run, mean over seeds per value of `by` (the numbers the prose quotes)."""
+    return last(table).groupby(by).mean(numeric_only=True)
+
+
+GROKKING_QUANTITIES = {"train_acc": "train accuracy", "test_acc": "test accuracy", "dlr": "D_LR",
+                       "dlr_null": "D_LR null value"}  # Fig. 5.2's lines
+
+
+def grokking_long(grok: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5.2's long table: train / test accuracy, D_LR and its null value against step, one row per seed
+    (quantity: the readable names of `GROKKING_QUANTITIES`)."""
+    long = grok.melt(id_vars=["step", "seed"], value_vars=list(GROKKING_QUANTITIES), var_name="quantity",
+                     value_name="value")
+    return long.assign(quantity=long.quantity.map(GROKKING_QUANTITIES))
+
+
+MEMORISED_TRAIN, MEMORISED_TEST, GROKKED_TEST = 0.99, 0.5, 0.95  # memorised: train ≥ 99 % while test < 50 %
+
+
+def grok_points(grok: pd.DataFrame) -> pd.DataFrame:
+    """Per seed: T_mem (first logged step with train acc ≥ 0.99 and test acc < 0.5), D_LR and test acc there;
+    T_grok (first step after T_mem with test acc ≥ 0.95); the last step's D_LR, test acc and null value; grokked
+    (memorised, then test acc ≥ 0.95 at the last step); fall = D_LR(T_mem) − D_LR(last) of a seed that grokked."""
+    rows = []
+    for seed, g in grok.sort_values("step").groupby("seed"):
+        memo = g[(g.train_acc >= MEMORISED_TRAIN) & (g.test_acc < MEMORISED_TEST)]
+        end = g.iloc[-1]
+        row = {"seed": int(seed), "T_mem": np.nan, "dlr_mem": np.nan, "test_mem": np.nan, "T_grok": np.nan,
+               "dlr_last": end.dlr, "test_last": end.test_acc, "null_last": end.dlr_null, "step_last": end.step}
+        if len(memo):
+            first = memo.iloc[0]
+            row.update(T_mem=first.step, dlr_mem=first.dlr, test_mem=first.test_acc)
+            later = g[(g.step > first.step) & (g.test_acc >= GROKKED_TEST)]
+            row["T_grok"] = later.step.iloc[0] if len(later) else np.nan
+        row["grokked"] = float(bool(len(memo)) and end.test_acc >= GROKKED_TEST)
+        row["fall"] = row["dlr_mem"] - row["dlr_last"] if row["grokked"] else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def grok_table(grok: pd.DataFrame):
+    """Table 5.2 (for people): `grok_points` with one column per seed and one row per quantity."""
+    points = grok_points(grok)
+    rows = {"T_mem (steps)": ("T_mem", ",.0f"), "D_LR at T_mem": ("dlr_mem", ".3f"),
+            "test accuracy at T_mem": ("test_mem", ".3f"), "T_grok (steps)": ("T_grok", ",.0f"),
+            "last step": ("step_last", ",.0f"), "D_LR at the last step": ("dlr_last", ".3f"),
+            "test accuracy at the last step": ("test_last", ".3f"), "D_LR null value": ("null_last", ".3f"),
+            "grokked": ("grokked", None), "fall of D_LR": ("fall", ".3f")}
+    out = pd.DataFrame({f"seed {seed}": [("yes" if row.grokked else "no") if spec is None else
+                                         tables.number(row[column], spec) for column, spec in rows.values()]
+                        for seed, row in points.iterrows()}, index=list(rows))
+    return tables.for_people(out.rename_axis("per seed"))
+
+
+def paper_values(experiment: str, column: str) -> dict:
+    """The paper's value of `column` (dlr, test_acc) per arm of `experiment` [sec], keyed by the arm labels the
+    figures use (`ARMS`; the learning rate itself for "lr"), for `nhtlib.report.plots` `paper=` arguments; for "grokking",
+    the paper's values before and after grokking (a tuple)."""
+    values = PAPER[experiment]
+    if experiment == "grokking":
+        return values[column]
+    if experiment in ARMS:
+        _, _, names = ARMS[experiment]
+        return {names[arm]: v[column] for arm, v in values.items() if column in v}
+    return {arm: v[column] for arm, v in values.items() if column in v}
+
+
+ALPHA_MEASURES = {"dlr": "D_LR", "theta_sq": "‖θ‖²", "theta_dist_rel": "‖θ−θ₀‖²/‖θ₀‖²", "s_init": "S_init",
+                  "nc1": "NC1", "nc1_bounded": "Tr Σ_W / Tr Σ_T", "test_acc": "test accuracy"}
+
+
+def alpha_numbers(sweep: pd.DataFrame) -> dict[str, float]:
+    """Means over seeds at the smallest (lo) and largest (hi) α of the measures of Fig. 5.3."""
+    means = arm_means(sweep, "alpha")
+    out = {"alpha_lo": float(means.index[0]), "alpha_hi": float(means.index[-1])}
+    for column in ALPHA_MEASURES:
+        out[f"{column}_lo"], out[f"{column}_hi"] = float(means[column].iloc[0]), float(means[column].iloc[-1])
+    return out
+
+
+SPECTRA = {"rho_rel": ("eigenvalue ρ_k / ρ_1", True), "pi_star": ("quality Π*(k)", False),
+           "pi_hat": ("utilisation Π̂(k)", False)}  # Fig. 5.6's panels: (y label, log scale)
+UTILISATION_LEVEL = 0.9  # E1 reads the first k with Π̂(k) ≥ 0.9
+
+
+def spectra(table: pd.DataFrame) -> pd.DataFrame:
+    """The eigen view at the last step, long: training, seed, panel (rho_rel / pi_star / pi_hat), k, value."""
+    final = last(table)
+    parts = []
+    for name in SPECTRA:
+        columns = [c for c in final.columns if c.startswith(f"{name}:")]
+        part = final.melt(id_vars=["training", "seed"], value_vars=columns, var_name="k", value_name="value")
+        part["k"] = part.k.str.split(":").str[1].astype(int)
+        part["panel"] = name
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
+
+
+def eigen_table(spectra_table: pd.DataFrame):
+    """Table 5.6 (for people): `eigen_summary`, per training and seed."""
+    return tables.for_people(eigen_summary(spectra_table), formats={"k where Π̂ ≥ 0.9": ",.0f",
+                                                                      "participation ratio of ρ": ".2f",
+                                                                      "Π*(9)": ".2f"})
+
+
+def eigen_summary(spectra_table: pd.DataFrame) -> pd.DataFrame:
+    """Per (training, seed): k where Π̂ first reaches 0.9 (k_max + 1 when it does not within the kept directions:
+    censored, a lower bound), the participation ratio of ρ over the kept directions, and Π*(C − 1)."""
+    rows = []
+    for (training, seed), g in spectra_table.groupby(["training", "seed"]):
+        hat, rho, star = (g[g.panel == p] for p in ("pi_hat", "rho_rel", "pi_star"))
+        k = eigen.first_k_reaching(hat.k, hat.value, UTILISATION_LEVEL)
+        rows.append({"training": training, "seed": seed,
+                     "k where Π̂ ≥ 0.9": k if np.isfinite(k) else float(hat.k.max() + 1),
+                     "participation ratio of ρ": eigen.participation_ratio(rho.value),
+                     "Π*(9)": float(star.loc[star.k == 9, "value"].mean())})
+    return pd.DataFrame(rows).set_index(["training", "seed"])
+
+
+def batchnorm_caveat(bn: pd.DataFrame) -> str:
+    """The caveat to print when the arm without BatchNorm stays near chance (train accuracy below chance + 5
+    points): its D_LR is then that of its initial random features. Empty otherwise."""
+    means = arm_means(bn, "batchnorm")
+    if False not in means.index:
+        return ""
+    off = means.loc[False]
+    if off.train_acc >= off.chance + 0.05:
+        return ""
+    return (f"**Caveat.** Without BatchNorm the network stays near chance (train accuracy {100 * off.train_acc:.1f} %) "
+            f"within this budget and its features barely move (S_init = {off.s_init:.2f}): its D_LR is essentially "
+            "that of its initial random features. This comparison is 'a net that trains against one that does not' "
+            "— weaker evidence than the paper's, whose no-BN net reached 21.7 % [sec].")
+
+
+def scale_note(preset: RichnessPreset, dataset: str) -> str:
+    """What this scale runs, in one paragraph (the chapter's closing section quotes it)."""
+    s, g, a, v = preset.shortcut, preset.grok, preset.alpha, preset.vision
+    images = "all" if v.n_train is None else f"{v.n_train:,}"
+    shuffled = "all" if v.shuffle_n is None else f"{v.shuffle_n:,}"
+    alphas = ", ".join(f"{x:g}" for x in a.alphas)
+    return (f"At this scale: Shortcut MNIST on {s.n_train:,} training images with an MLP of widths "
+            f"{'–'.join(map(str, s.hidden))} ({s.steps:,} steps); grokking at p = {g.p} ({g.steps:,} steps), "
+            + ("NSDL's 1-layer Transformer (the paper's is a 2-layer one)" if g.model == "transformer" else
+               "the book's MLP, not the paper's Transformer at 97")
+            + f"; the α sweep over α ∈ {{{alphas}}} "
+            f"on {a.n_train:,} MNIST images; VGG-16 and ResNet18 at width × {v.width:g} on {v.image_size} × "
+            f"{v.image_size} {dataset} images ({images} training images, {_plural(v.epochs, 'epoch')}; the shuffled "
+            f"pair {shuffled} images, {_plural(v.shuffle_epochs, 'epoch')}); **{_plural(preset.seeds, 'seed')}** "
+            "behind every verdict.")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+# ------------------------------------------------------------------------------------------------------- claims
+
+DIRECTION = 0.0  # a direction claim: the whole interval of the per-seed paired difference lies above 0
+SEED_SHARE = 0.5  # a per-seed 1/0: the interval of the share of seeds above one half
+GROK_MIN_FALL = 0.1  # G1: D_LR falls by more than 0.1 (the paper's fall is 0.40 [sec])
+ALPHA_MIN_RHO = 0.5  # A1: per-seed ρ(α, D_LR) above 0.5 (a consistent rise; 1 is strictly increasing)
+NC1_MAX_RHO = -0.5  # A3: per-seed ρ(α, NC1), signed by that seed's D_LR trend, below −0.5
+FLAT_THETA = 0.05  # A2: "no change": |relative change of ‖θ‖² from the smallest to the largest α| < 5 %
+FLAT_S_INIT = 0.05  # A2: |change of S_init (a CKA in [0, 1]) from the smallest to the largest α| < 0.05
+LEARNED = predictions.CONTROL_MIN_ACC_ABOVE_CHANCE  # a null claim's control: accuracy ≥ chance + 10 points
+SHUFFLE_MARGIN = 0.05  # L2: |D_LR(shuffled) − D_LR(true)| < 0.05 (the paper's difference is 0.003 [sec])
+SHUFFLE_FITTED = 0.8  # L2's control: train accuracy on the random labels ≥ chance + 80 points (≥ 90 % at C = 10)
+
+CLAIMS = {
+    "R1": ClaimSpec(
+        "R1", "On Shortcut MNIST (ours) rich training (all layers) is richer (lower D_LR) yet generalises worse "
+              "than last-layer-only training — the book's stand-in for the paper's Fig. 1",
+        f"MNIST, construction unknown: rich 10.0 % test, D_LR 0.0087; lazy 74.4 %, 0.63 {UNVERIFIED}", "book",
+        AllOf((("richer", AtLeast("the per-seed D_LR(lazy) − D_LR(rich)", DIRECTION)),
+               ("worse", AtLeast("the per-seed test acc(lazy) − test acc(rich)", DIRECTION))))),
+    "G2": ClaimSpec(
+        "G2", "The book's grokking set-up groks: the training set is memorised (train ≥ 99 %, test < 50 %), then the "
+              "test accuracy reaches 95 % within the budget",
+        "the paper's Transformer on mod 97 groks (5.2 % test at step 200, 99.8 % at step 3000) [sec]; the MLP set-up "
+        "here is ours (nht.md §7.4 calibration)", "book",
+        AtLeast("the share of seeds that memorise, then grok", SEED_SHARE)),
+    "G1": ClaimSpec(
+        "G1", "Grokking is a lazy → rich transition: D_LR falls from memorisation to after grokking",
+        f"D_LR 0.51 at step 200 (5.2 % test) → 0.11 at step 3000 (99.8 %), 2-layer Transformer, mod 97 {UNVERIFIED}",
+        "D_LR", AtLeast("the per-seed fall D_LR(T_mem) − D_LR(last step) of the seeds that grokked", GROK_MIN_FALL)),
+    "A1": ClaimSpec(
+        "A1", "D_LR rises with the target down-scaling α (lazier)",
+        "D_LR 'changes consistently with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AtLeast("the per-seed Spearman ρ(α, final D_LR)", ALPHA_MIN_RHO)),
+    "A2": ClaimSpec(
+        "A2", "‖θ‖² and S_init do not change with α",
+        "‖θ‖_F² and S_init show 'no change with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AllOf((("‖θ‖²", Equivalent("the per-seed relative change of final ‖θ‖² from the smallest to the largest α",
+                                   FLAT_THETA, PositiveControl("the per-seed lowest test accuracy over α minus "
+                                                               "chance", LEARNED))),
+               ("S_init", Equivalent("the per-seed change of final S_init from the smallest to the largest α",
+                                     FLAT_S_INIT, PositiveControl("the per-seed lowest test accuracy over α minus "
+                                                                  "chance", LEARNED)))))),
+    "A3": ClaimSpec(
+        "A3", "NC1 moves in the opposite direction to D_LR across α",
+        "NC1 moves in the 'opposite direction' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AtMost("the per-seed Spearman ρ(α, final NC1) times the sign of that seed's ρ(α, final D_LR)", NC1_MAX_RHO)),
+    "B1": ClaimSpec(
+        "B1", "BatchNorm makes VGG-16 richer (lower D_LR) and better (higher test accuracy)",
+        f"VGG-16 on CIFAR-100: without BN D_LR 0.66, 21.7 % test; with BN 0.073, 72.0 % {UNVERIFIED}", "D_LR",
+        AllOf((("richer", AtLeast("the per-seed D_LR(no BN) − D_LR(BN)", DIRECTION)),
+               ("better", AtLeast("the per-seed test acc(BN) − test acc(no BN)", DIRECTION))))),
+    "L1": ClaimSpec(
+        "L1", "The best learning rate is also the richest (ResNet18)",
+        f"ResNet18 on CIFAR-100, lr 0.005 / 0.05 / 0.2: D_LR 0.053 / 0.025 / 0.039, test 66.3 / 78.3 / 74.5 % "
+        f"{UNVERIFIED}", "D_LR",
+        AtLeast("the share of seeds whose best-test-accuracy lr is also their lowest-D_LR lr", SEED_SHARE)),
+    "L2": ClaimSpec(
+        "L2", "Fitting shuffled labels is as rich as fitting true labels (rich without generalising)",
+        f"CIFAR-10: true labels D_LR 0.031, 95.0 % test; fully shuffled 0.034, 9.5 % {UNVERIFIED}", "D_LR",
+        Equivalent("the per-seed D_LR(shuffled) − D_LR(true)", SHUFFLE_MARGIN,
+                   PositiveControl("the per-seed train accuracy on the shuffled labels minus chance",
+                                   SHUFFLE_FITTED))),
+    "E1": ClaimSpec(
+        "E1", "Rich features concentrate on about C eigen-directions that the head uses; lazy ones keep a long tail "
+              "(MF vs EF regime)",
+        "qualitative: the MF regime is 'dominated by a number of eigenfunctions equal to the number of classes' "
+        "[paper, v1 abstract]; the eigen-plot formulas are ours [ours]", "D_LR",
+        AllOf((("utilisation", AtLeast("the per-seed k(Π̂ ≥ 0.9) of lazy minus rich", DIRECTION)),
+               ("spectrum", AtLeast("the per-seed participation ratio of ρ, lazy minus rich", DIRECTION))))),
+}
+# The paper's values of what the figures plot, per arm [sec] (the numbers the claims' paper texts above quote)
+PAPER = {
+    "shortcut": {"all": {"dlr": 0.0087, "test_acc": 0.100}, "head": {"dlr": 0.63, "test_acc": 0.744}},  # Fig. 1, MNIST
+    "grokking": {"dlr": (0.51, 0.11), "test_acc": (0.052, 0.998), "steps": (200, 3000)},  # mod 97, before / after
+    "batchnorm": {False: {"dlr": 0.66, "test_acc": 0.217}, True: {"dlr": 0.073, "test_acc": 0.720}},  # VGG-16, C-100
+    "lr": {0.005: {"dlr": 0.053, "test_acc": 0.663}, 0.05: {"dlr": 0.025, "test_acc": 0.783},
+           0.2: {"dlr": 0.039, "test_acc": 0.745}},  # ResNet18, CIFAR-100
+    "shuffle": {False: {"dlr": 0.031, "test_acc": 0.950}, True: {"dlr": 0.034, "test_acc": 0.095}},  # CIFAR-10
+}
+EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
+                 "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}
+
+
+def _end_change(final: pd.DataFrame, value: str, relative: bool) -> list[float]:
+    """Per seed: `value` at the largest α minus at the smallest (relative to the smallest when `relative`)."""
+    out = []
+    for _, g in final.sort_values("alpha").groupby("seed"):
+        lo, hi = g[value].iloc[0], g[value].iloc[-1]
+        out.append(float("nan") if len(g) < 2 else float((hi - lo) / abs(lo) if relative else hi - lo))
+    return out
+
+
+def _nc1_against_dlr(final: pd.DataFrame) -> list[float]:
+    """Per seed: ρ(α, NC1) times the sign of ρ(α, D_LR) (NaN when either ρ does not exist)."""
+    out = []
+    for _, g in final.groupby("seed"):
+        x = g.groupby("alpha")[["nc1", "dlr"]].mean()
+        out.append(statistics.spearman(x.index, x.nc1) * np.sign(statistics.spearman(x.index, x.dlr)))
+    return out
+
+
+def _best_is_richest(final: pd.DataFrame) -> list[float]:
+    """Per seed: 1 when the lr with the best test accuracy also has the lowest D_LR, else 0; NaN when the best
+    test accuracy is tied between lrs (no best lr) or a value is missing."""
+    out = []
+    for _, g in final.groupby("seed"):
+        by_lr = g.groupby("lr")[["test_acc", "dlr"]].mean()
+        if by_lr.isna().any().any() or (by_lr.test_acc == by_lr.test_acc.max()).sum() > 1:
+            out.append(float("nan"))
+            continue
+        out.append(float(by_lr.test_acc.idxmax() == by_lr.dlr.idxmin()))
+    return out
+
+
+def estimate(cid: str, table: pd.DataFrame) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
+    """(estimate, positive control or None, note) of claim `cid` from its experiment's run table; estimate None
+    when the measurement does not exist at this scale (G1 when no seed grokked)."""
+    final = last(table)
+    note = f"Measured on {final.dataset.iloc[0]}" if cid in ("B1", "L1", "L2") else ""
+    if cid == "R1":
+        return {"richer": statistics.paired_difference(final, "trainable", "head", "all", "dlr"),
+                "worse": statistics.paired_difference(final, "trainable", "head", "all", "test_acc")}, None, note
+    if cid == "G2":
+        return interval(grok_points(table).grokked, bounds=SHARE), None, note
+    if cid == "G1":
+        points = grok_points(table)
+        if not points.grokked.any():
+            return None, None, "No seed memorised, then grokked within this scale's budget"
+        return interval(points.fall), None, note
+    if cid == "A1":
+        return predictions.grid_spearman(final, "dlr", lam="alpha"), None, note
+    if cid == "A2":
+        control = interval([float(g.test_acc.min() - g.chance.iloc[0]) for _, g in final.groupby("seed")])
+        return {"‖θ‖²": interval(_end_change(final, "theta_sq", relative=True)),
+                "S_init": interval(_end_change(final, "s_init", relative=False))}, control, note
+    if cid == "A3":
+        return interval(_nc1_against_dlr(final), bounds=predictions.CORRELATION), None, note
+    if cid == "B1":
+        return {"richer": statistics.paired_difference(final, "batchnorm", False, True, "dlr"),
+                "better": statistics.paired_difference(final, "batchnorm", True, False, "test_acc")}, None, note
+    if cid == "L1":
+        return interval(_best_is_richest(final), bounds=SHARE), None, note
+    if cid == "L2":
+        fitted = final[final.shuffle_labels.astype(bool)]
+        control = interval((fitted.sort_values("seed").train_acc - fitted.chance).tolist())
+        return statistics.paired_difference(final, "shuffle_labels", True, False, "dlr"), control, note
+    if cid == "E1":
+        summary = eigen_summary(spectra(table)).reset_index()
+        lazy, rich = "lazy (last layer only)", "rich (all layers)"
+        return {"utilisation": statistics.paired_difference(summary, "training", lazy, rich, "k where Π̂ ≥ 0.9"),
+                "spectrum": statistics.paired_difference(summary, "training", lazy, rich,
+                                                          "participation ratio of ρ")}, None, note
+    raise KeyError(f"unknown claim {cid!r}; chapter 5 declares {', '.join(CLAIMS)}")
+
+
+def judge(table: pd.DataFrame, *ids: str) -> list[ClaimResult]:
+    """The claims `ids` judged on their experiment's run table (from `run`), in the order given."""
+    results = []
+    for cid in ids:
+        if cid not in CLAIMS:
+            raise KeyError(f"unknown claim {cid!r}; chapter 5 declares {', '.join(CLAIMS)}")
+        found = set(table.experiment)
+        if found != {EXPERIMENT_OF[cid]}:
+            raise ConfigError(f"claim {cid} is judged on the {EXPERIMENT_OF[cid]!r} runs, not on {sorted(found)}")
+        value, control, note = estimate(cid, table)
+        ours = "no seed grokked: the fall from memorisation does not exist here" if value is None else None
+        results.append(CLAIMS[cid].judge(value, control=control, note=note, ours=ours))
+    return results

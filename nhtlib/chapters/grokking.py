@@ -1,0 +1,822 @@
+"""Chapter 2: grokking on modular arithmetic as a norm-hierarchy transition — NHT's modular-arithmetic row of Table 3
+and its companion NSDL (arXiv:2603.13331), in two experiments.
+
+* **The stand-in** (§2.1–2.5, 2.7): the book's 2-layer MLP on (a + b) mod p at a larger learning rate, full batch,
+  NSDL's whole λ grid — the one-run figure, the regime table in NSDL Table 3's shape, T = a/λ + b, the delay law, the
+  contraction factor c, the layer order, AdamW against SGD, and NHT's P1–P6.
+* **NSDL's own settings** (§2.6): NSDL's 1-layer Transformer on (a + b) mod 97, 50 % split, AdamW η = 1e-3, batch 512
+  with replacement, decay on all parameters — NSDL's Table 2 at λ = 1 (T_mem, T_grok, V_mem, V_post, the contraction
+  c), its λ fit, the delay law and the layer order, at the paper's own numbers.
+
+What the notebook uses: `PRESETS` (one `GrokPreset` per scale: a `StandInPreset` and an `NSDLPreset`), `run` (train
+or read back every experiment: a `GrokRuns` of run tables and per-run summaries), the tables and views its figures
+show (`scale_table`, `one_run_view`, `table3`, `contraction_table`, `delay_fits`, `inverse_lambda_fit`,
+`layer_table`, `layer_view`, `optimiser_table`, `table2`, `fit_view`, `separation_scores`, `numbers`), `claims` and
+`judge` (the verdicts, per seed with 95 % intervals).
+
+NSDL's numbers are digitised below as data: the printed values [companion] and the per-seed values of its released
+runs (`ClevixLab/grokking-norm-separation`, data/summary1.json and summary2.json) [companion-data], from which the
+paper's 95 % interval of each mean is computed by the same `nhtlib.report.statistics.interval` as ours. NSDL's regimes I / II
+/ III are NHT's weak / intermediate / strong (`REGIME_OF`); every run's regime is classified within its own seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nhtlib.analysis import statistics
+from nhtlib.analysis import delay_law, separation
+from nhtlib.report import predictions, tables
+from nhtlib.config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
+from nhtlib.data.modular import ModularTask
+from nhtlib.analysis import grok_times as grokking
+from nhtlib.models import config as model_config
+from nhtlib.engine.sweep import RunConfig, Sweep, grid
+from nhtlib.chapters.probes import with_dlr
+from nhtlib.report.verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate
+from nhtlib.analysis.statistics import interval
+
+CHAPTER = "02_grokking"
+DOMAIN = "modular arithmetic"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
+PAPER_LAMBDAS = (0.001, 0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 5.0)  # NSDL Table 3 [companion]
+LAM_ONE = 1.0  # NSDL Table 2's λ; the one-run figure, the SGD comparison, C1 and D1
+LOW_BUDGET_MAX_LAMBDA = 0.01  # NSDL's short budget (15,000 steps) for λ ≤ 0.01 [companion-code]
+REGIME_OF = {"I": "weak", "II": "intermediate", "III": "strong"}  # NSDL's regimes as NHT's (nht.md §1.4)
+PAPER_REGIME = dict(zip(PAPER_LAMBDAS, ("I", "I", "II", "II", "II", "II", "III", "III")))  # Table 3 [companion]
+SHARE = predictions.SHARE
+
+
+# ------------------------------------------------------------------------------------------------------ presets
+
+def _check_grid(name: str, values: tuple[float, ...]) -> None:
+    if not values or list(values) != sorted(set(values)) or any(v <= 0 for v in values):
+        raise ConfigError(f"{name}={values!r} must be positive, distinct and increasing")
+    if LAM_ONE not in values:
+        raise ConfigError(f"{name} must contain λ = {LAM_ONE:g} (NSDL Table 2, C1, D1)")
+
+
+def _check_run(preset) -> None:
+    check_choice("precision", preset.precision, PRECISIONS)
+    """What both presets share: the modulus, η, the split, the λ grid and two budgets on a linear log grid."""
+    check_range("p", preset.p, 3, None, integer=True)
+    check_range("log_every", preset.log_every, 1, None, integer=True)
+    check_range("lr", preset.lr, 0.0, None, low_inclusive=False)
+    check_range("train_frac", preset.train_frac, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+    _check_grid("lambdas", preset.lambdas)
+    for name in ("steps_low", "steps"):
+        check_range(name, getattr(preset, name), 1, None, integer=True)
+        if getattr(preset, name) % preset.log_every:
+            raise ConfigError(f"{name}={getattr(preset, name)} must be a multiple of log_every={preset.log_every} "
+                              "(a linear log grid)")
+
+
+@dataclass(frozen=True)
+class StandInPreset(Config):
+    """The MLP stand-in (§2.1–2.5): the book's cpu calibration (nht.md §7.4) on NSDL's λ grid."""
+
+    p: int  # the modulus (NSDL 97): a smaller p groks sooner, so the whole λ grid resolves on two cores
+    lr: float  # AdamW η: 10 × NSDL's 1e-3, so that ηλ·steps — the decay budget — fits in a short run
+    seeds: int  # seeds per λ; a verdict needs >= 3
+    lambdas: tuple[float, ...]  # the λ grid (NSDL's 8 values at every scale but smoke)
+    steps_low: int  # budget for λ ≤ 0.01 (NSDL 15,000 at η = 1e-3: the same ηλ·steps at 10 × η and 1/10 the steps)
+    steps: int  # budget for λ > 0.01 (NSDL 80,000): long enough for λ = 0.1 to grok at η = 1e-2
+    log_every: int  # logged every this many steps: T_mem and T_grok are read on this grid
+    single_steps: int  # the one-run figure (λ = 1): its budget
+    single_logs: int  # ... and its log-spaced points (memorisation takes tens of steps, grokking hundreds)
+    sgd_seeds: int  # seeds of the SGD comparison (NSDL Table 7: 5); O1 needs >= 3
+    sgd_steps: int  # SGD budget: short — the norm collapses at rate ηw within ~1/(ηw) steps
+    train_frac: float = 0.5  # NSDL's 50 % split (the calibration's 40 % groks much later)
+    batch_size: int | None = None  # full batch: the MLP's whole training set is a few thousand pairs
+    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: the small MLP is launch-bound on a GPU
+
+    def validate(self) -> None:
+        _check_run(self)
+        for name in ("seeds", "single_steps", "sgd_seeds", "sgd_steps"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        check_range("single_logs", self.single_logs, 1, self.single_steps, integer=True)
+        if self.sgd_seeds > self.seeds:
+            raise ConfigError(f"sgd_seeds={self.sgd_seeds} must not exceed seeds={self.seeds} (AdamW's runs are the "
+                              "sweep's λ = 1 runs of the same seeds)")
+        if self.batch_size is not None:
+            check_range("batch_size", self.batch_size, 1, None, integer=True)
+
+
+@dataclass(frozen=True)
+class NSDLPreset(Config):
+    """NSDL's own settings (§2.6): its Transformer and protocol (nht.md §3.1, §7.4), at a given λ grid and budget."""
+
+    p: int  # the modulus (NSDL 97; 223,713 parameters)
+    lr: float  # AdamW η (NSDL 1e-3, constant, no warm-up)
+    batch_size: int  # mini-batch drawn with replacement each step (NSDL 512)
+    seeds: int  # seeds per λ (NSDL 10)
+    lambdas: tuple[float, ...]  # the λ grid: NSDL's 8 at paper scale; 0.5, 1, 2 at cpu (II, II, III in Table 3)
+    steps_low: int  # budget for λ ≤ 0.01 (NSDL 15,000)
+    steps: int  # budget for λ > 0.01 (NSDL 80,000); one budget = one batched call
+    log_every: int  # our log grid (100 at cpu: finer than NSDL's 200)
+    paper_grid: int  # NSDL's log grid (200 for Table 2), read from ours: a multiple of log_every
+    post_window: int  # V_post is read this many steps after T_grok (NSDL stops its runs 2,000 steps after T_grok)
+    train_frac: float = 0.5  # NSDL's 50 % split, drawn with random.Random(seed)
+    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: bf16 changed 2 of 21 smoke outcomes
+
+    def validate(self) -> None:
+        _check_run(self)
+        for name in ("batch_size", "seeds", "paper_grid"):
+            check_range(name, getattr(self, name), 1, None, integer=True)
+        check_range("post_window", self.post_window, 0, None, integer=True)
+        if self.paper_grid % self.log_every:
+            raise ConfigError(f"paper_grid={self.paper_grid} must be a multiple of log_every={self.log_every}: the "
+                              "paper's grid is read from ours")
+
+
+@dataclass(frozen=True)
+class GrokPreset(Config):
+    """What one scale of chapter 2 runs: the stand-in and NSDL's settings."""
+
+    stand_in: StandInPreset
+    nsdl: NSDLPreset
+
+    def validate(self) -> None:
+        if not isinstance(self.stand_in, StandInPreset) or not isinstance(self.nsdl, NSDLPreset):
+            raise ConfigError("a GrokPreset needs a StandInPreset and an NSDLPreset")
+
+
+_STAND_IN_CPU = StandInPreset(p=59, lr=1e-2, seeds=3, lambdas=PAPER_LAMBDAS, steps_low=1500, steps=2500,
+                              log_every=25, single_steps=2000, single_logs=100, sgd_seeds=3, sgd_steps=1000)
+PRESETS = {
+    # seconds: every code path on a tiny problem, 3 seeds so that every rule sees an interval. The MLP at p = 31 on
+    # 70 % of the pairs at 2 × the stand-in's η has all three regimes within 500 steps (λ = 0.01 memorises only,
+    # λ = 1 and 3 grok, λ = 20 learns nothing); the Transformer at p = 31, 5 × NSDL's η and batch 64 groks in a few
+    # runs within 500 steps
+    "smoke": GrokPreset(
+        StandInPreset(p=31, lr=2e-2, seeds=3, lambdas=(0.01, 1.0, 3.0, 20.0), steps_low=500, steps=500, log_every=25,
+                      single_steps=500, single_logs=30, sgd_seeds=3, sgd_steps=150, train_frac=0.7),
+        NSDLPreset(p=31, lr=5e-3, batch_size=64, seeds=3, lambdas=(0.5, 1.0, 2.0), steps_low=500, steps=500,
+                   log_every=25, paper_grid=50, post_window=100)),
+    # ~10 min on two idle cores. The stand-in as before (3 seeds × 8 λ, 62,000 MLP member-steps), the SGD comparison
+    # raised to 3 seeds (was 2; 6,000 member-steps).
+    # NSDL's settings: 3 seeds × λ ∈ {0.5, 1, 2} as ONE batched call of 5,200 steps (λ = 0.5 groks at ≈ 3,150 +
+    # the 2,000-step post window); 9 members at ≈ 158 member-steps/s (measured by the lead on two cores) ≈ 5 min.
+    "cpu": GrokPreset(
+        _STAND_IN_CPU,
+        NSDLPreset(p=97, lr=1e-3, batch_size=512, seeds=3, lambdas=(0.5, 1.0, 2.0), steps_low=5200, steps=5200,
+                   log_every=100, paper_grid=200, post_window=2000)),
+    # NSDL's protocol for a GPU: its full λ grid, 10 seeds, budgets 15,000 / 80,000, logged every 200 steps (its
+    # Table 2 grid; its λ sweep logged every 500). The stand-in keeps its cpu budget with 10 seeds, SGD 5 (Table 7).
+    "paper": GrokPreset(
+        _STAND_IN_CPU.replace(seeds=10, sgd_seeds=5),
+        NSDLPreset(p=97, lr=1e-3, batch_size=512, seeds=10, lambdas=PAPER_LAMBDAS, steps_low=15_000, steps=80_000,
+                   log_every=200, paper_grid=200, post_window=2000)),
+}
+
+# ------------------------------------------------------------------------------------------- NSDL as data
+
+# NSDL Table 2 (script s1: λ = 1, p = 97, η = 1e-3, logged every 200 steps, seeds 42–51), per seed as released
+# [companion-data]; printed: T_grok 1840 ± 215, T_mem 800 (seed 49: 1,200), V_mem ≈ 3,900, V_post ≈ 300,
+# ρ = 0.99860 ± 0.00007 [companion]. V_post is the norm at the end of the run, 2,000 steps after T_grok.
+NSDL_TABLE2 = pd.DataFrame({
+    "seed": range(42, 52),
+    "T_mem": [800, 800, 800, 800, 800, 800, 800, 1200, 800, 800],
+    "T_grok": [1800, 2000, 1600, 1600, 1800, 2200, 1600, 2200, 1800, 1800],
+    "V_mem": [3891.2, 3845.9, 3916.1, 3886.8, 3943.5, 3879.2, 3824.6, 2255.5, 3848.2, 3871.7],
+    "V_post": [271.0, 331.5, 253.8, 336.4, 281.0, 293.5, 344.9, 312.7, 315.1, 283.7],
+    "rho": [0.998647, 0.998620, 0.998573, 0.998468, 0.998569, 0.998621, 0.998523, 0.998759, 0.998619, 0.998606],
+})
+NSDL_ETA = 1e-3
+NSDL_TABLE2["c_fit"] = (1 - NSDL_TABLE2.rho) / (NSDL_ETA * LAM_ONE)
+NSDL_TABLE2["delay"] = NSDL_TABLE2.T_grok - NSDL_TABLE2.T_mem
+# NSDL's T_esc^th = log(V_mem / V_post) / (2ηλ) (1,251 ± 101 printed [companion]; the released
+# T_escape_theory is this formula, with γ = 2ηλ, not γ_fit [companion-data])
+NSDL_TABLE2["T_pred_decay"] = np.log(NSDL_TABLE2.V_mem / NSDL_TABLE2.V_post) / (2 * NSDL_ETA * LAM_ONE)
+NSDL_TABLE2["delay_ratio"] = NSDL_TABLE2.delay / NSDL_TABLE2.T_pred_decay
+
+# NSDL Table 3 as printed (script s2, 10 seeds per λ, logged every 500 steps) [companion]
+NSDL_TABLE3 = pd.DataFrame({
+    "λ": PAPER_LAMBDAS, "NSDL regime": [PAPER_REGIME[lam] for lam in PAPER_LAMBDAS],
+    "NSDL grokked": ["0/10", "0/10", "10/10", "10/10", "10/10", "10/10", "3/10", "0/10"],
+    "NSDL T_grok": ["—", "—", "12,700 ± 1,229", "4,900 ± 539", "3,150 ± 320", "2,100 ± 374", "43,667 ± 11,108", "—"],
+    "NSDL V_mem": [14808, 14686, 13419, 10272, 6225, 2648, 599, np.nan],
+    "NSDL V_post": [15060, 11877, 1942, 970, 568, 266, 602, 232],
+}).set_index("λ")
+# ... and the per-seed T_grok of its regime-II runs (seeds 42–51, 500-step grid) [companion-data], behind its fit
+# T_grok = 1182/λ + 884, R² = 0.971, slope 95 % bootstrap CI [1082, 1271] over the 40 runs [companion]
+NSDL_SWEEP_T_GROK = {
+    0.1: [13500, 12000, 10000, 11500, 13000, 13000, 13000, 12500, 14000, 14500],
+    0.3: [5500, 4500, 4000, 4000, 5000, 5000, 5000, 5000, 5500, 5500],
+    0.5: [3500, 3000, 3000, 2500, 3500, 3000, 3000, 3000, 3500, 3500],
+    1.0: [2000, 2000, 2500, 1500, 2500, 2500, 1500, 2500, 2000, 2000],
+}
+
+
+NSDL_FIT = {"a": 1182.0, "b": 884.0}  # T_grok = a/λ + b over the 40 regime-II runs (η = 1e-3) [companion]
+NSDL_TABLE7 = {"SGD V_final": 1e-4, "AdamW T_grok": 1760.0}  # λ = 1, η = 1e-3, 5 seeds (O1's paper text) [companion]
+
+
+def nsdl_sweep_long() -> pd.DataFrame:
+    """NSDL's regime-II runs as a long table (seed, lam, T_grok) [companion-data]."""
+    return pd.DataFrame([{"seed": 42 + i, "lam": lam, "T_grok": float(t)}
+                         for lam, times in NSDL_SWEEP_T_GROK.items() for i, t in enumerate(times)])
+
+
+# ------------------------------------------------------------------------------------------------------- configs
+
+def budget(lam: float, steps_low: int, steps: int) -> int:
+    """NSDL's step budget of a λ: the short one for λ ≤ 0.01."""
+    return steps_low if lam <= LOW_BUDGET_MAX_LAMBDA else steps
+
+
+def stand_in_config(s: StandInPreset, *, steps: int, optimizer: str = "adamw", n_logs: int | None = None,
+                    log_grid: str = "linear", seed: int = 0) -> RunConfig:
+    """One stand-in member: the modular MLP, full-batch AdamW (or SGD), decay on the weight matrices (embedding
+    tables included, biases not: `nhtlib.models.modular_mlp`)."""
+    return RunConfig(task=ModularTask(p=s.p, op="+", train_frac=s.train_frac), model=model_config("modular_mlp"),
+                     train=TrainConfig(optimizer=optimizer, lr=s.lr, steps=steps, batch_size=s.batch_size,
+                                       precision=s.precision,
+                                       decay="matrices", log_grid=log_grid, n_logs=n_logs or steps // s.log_every),
+                     seed=seed)
+
+
+def nsdl_configs(n: NSDLPreset, first_seed: int = 0) -> list[RunConfig]:
+    """Every member at NSDL's settings: seeds × λ, each λ with its budget (members of one budget form one batch)."""
+    out = []
+    for lam in n.lambdas:
+        steps = budget(lam, n.steps_low, n.steps)
+        base = RunConfig(task=ModularTask(p=n.p, op="+", train_frac=n.train_frac), model=model_config("transformer"),
+                         train=TrainConfig(optimizer="adamw", lr=n.lr, steps=steps, batch_size=n.batch_size,
+                                           precision=n.precision,
+                                           sampling="with_replacement", decay="all", n_logs=steps // n.log_every))
+        out += grid(base, seeds=range(first_seed, first_seed + n.seeds), weight_decays=[lam])
+    return out
+
+
+def member_steps(preset: GrokPreset) -> dict[str, int]:
+    """What each experiment costs: members × steps (the one-run figure, the sweep, SGD, NSDL's settings)."""
+    s, n = preset.stand_in, preset.nsdl
+    return {"one run": s.single_steps,
+            "stand-in sweep": s.seeds * sum(budget(lam, s.steps_low, s.steps) for lam in s.lambdas),
+            "SGD": 2 * s.sgd_seeds * s.sgd_steps,
+            "NSDL settings": n.seeds * sum(budget(lam, n.steps_low, n.steps) for lam in n.lambdas)}
+
+
+def _set_text(values) -> str:
+    return "{" + ", ".join(f"{v:g}" for v in values) + "}"
+
+
+def parameter_count(model: str, p: int) -> int:
+    """Parameters of one single (un-batched) `model` at modulus p."""
+    return sum(q.numel() for q in model_config(model).single(p).parameters())
+
+
+def scale_table(presets: dict[str, GrokPreset] | None = None):
+    """Table 2.0 (for people): what runs at each scale, read from the presets: one column per scale, the stand-in's
+    rows then NSDL's."""
+    presets = presets or PRESETS
+    cols = {}
+    for scale, preset in presets.items():
+        s, n = preset.stand_in, preset.nsdl
+        cost = member_steps(preset)
+        cols[scale] = {
+            "stand-in: model": f"2-layer MLP ({parameter_count('modular_mlp', s.p):,} parameters)",
+            "stand-in: task": f"(a + b) mod {s.p}, {s.train_frac:.0%} of pairs for training",
+            "stand-in: optimiser": f"AdamW η = {s.lr:g}, full batch, decay on the matrices",
+            "stand-in: λ × seeds": f"{_set_text(s.lambdas)} × {s.seeds}",
+            "stand-in: budget, log": f"{s.steps_low:,} (λ ≤ 0.01) / {s.steps:,} steps, every {s.log_every}",
+            "stand-in: SGD": f"w = λ, 2λ at λ = 1, {s.sgd_seeds} seeds × {s.sgd_steps:,} steps",
+            "stand-in: member-steps": f"{cost['stand-in sweep'] + cost['one run'] + cost['SGD']:,}",
+            "NSDL: model": f"1-layer Transformer ({parameter_count('transformer', n.p):,} parameters)",
+            "NSDL: task": f"(a + b) mod {n.p}, {n.train_frac:.0%} of pairs for training",
+            "NSDL: optimiser": f"AdamW η = {n.lr:g}, batch {n.batch_size} with replacement, decay on all",
+            "NSDL: λ × seeds": f"{_set_text(n.lambdas)} × {n.seeds}",
+            "NSDL: budget, log": f"{n.steps_low:,} (λ ≤ 0.01) / {n.steps:,} steps, every {n.log_every} "
+                                 f"(read also every {n.paper_grid}); V_post at T_grok + {n.post_window:,}",
+            "NSDL: member-steps": f"{cost['NSDL settings']:,}",
+        }
+    return tables.for_people(pd.DataFrame(cols))
+
+
+# --------------------------------------------------------------------------------------------------------- runs
+
+@dataclass
+class GrokRuns:
+    """Every run of the chapter: run tables (one row per logged step) and per-run summaries
+    (`nhtlib.analysis.grok_times.grokking_summary` plus lam, nsdl_regime, regime, S, pooled)."""
+
+    single: pd.DataFrame  # the one-run figure: stand-in, λ = 1, log-spaced steps
+    one: pd.Series  # its summary row
+    runs: pd.DataFrame  # the stand-in sweep (columns weight_decay, seed)
+    summary: pd.DataFrame
+    sgd: pd.DataFrame  # the sweep's AdamW λ = 1 runs of the SGD seeds and the SGD runs (column `optimiser`)
+    sgd_summary: pd.DataFrame
+    nsdl: pd.DataFrame  # NSDL's settings on our log grid
+    nsdl_summary: pd.DataFrame  # ... summarised on our grid
+    nsdl_grid: pd.DataFrame  # ... summarised on NSDL's grid (Table 2)
+
+
+def seed_regimes(summary: pd.DataFrame) -> pd.Series:
+    """NSDL's regime (I, II, III) of every run, classified within its own seed (`grokking.classify_lambdas` on the
+    seed's runs: II = it groks; I below the seed's regime-II λ's, III above)."""
+    out = pd.Series(index=summary.index, dtype=object)
+    for _, g in summary.groupby("seed"):
+        out[g.index] = g.weight_decay.map(grokking.classify_lambdas(g)).to_numpy()
+    return out
+
+
+def summarise(table: pd.DataFrame, *, mem_threshold: float, grok_threshold: float,
+              post_window: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the run table with norm_sq:hidden and test_error columns, one summary row per (λ, seed)): the grokking
+    quantities, lam, nsdl_regime (per seed) and regime (NHT's names), the per-group columns, S_traj (φ = 1 − test
+    accuracy from T_mem on) and pooled (the runs S is read on)."""
+    table = grokking.add_hidden_norm(table).assign(test_error=lambda d: 1 - d.test_acc)
+    keys = ["weight_decay", "seed"]
+    summary = grokking.grokking_summary(table, by=keys, mem_threshold=mem_threshold, grok_threshold=grok_threshold,
+                                        post_window=post_window, layers=grokking.GROUPS)
+    summary["lam"] = summary.weight_decay
+    summary["nsdl_regime"] = seed_regimes(summary)
+    summary["regime"] = summary.nsdl_regime.map(lambda r: REGIME_OF.get(r, r))
+    indexed = summary.set_index(keys)
+    summary["S"] = separation.per_run(table, keys, "test_error", start=indexed.T_mem).reindex(
+        indexed.index).to_numpy()
+    summary["pooled"] = separation.pooled(summary.regime, summary.decay_pct).to_numpy()
+    return table, summary
+
+
+def sweeps(preset: GrokPreset, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    """The chapter's four sweeps: the one-run figure, the stand-in's λ sweep, SGD, NSDL's settings (data_root is
+    unused: the data are generated)."""
+    s, n = preset.stand_in, preset.nsdl
+    seeds = range(first_seed, first_seed + s.seeds)
+    stand_in = [c for lam in s.lambdas
+                for c in grid(stand_in_config(s, steps=budget(lam, s.steps_low, s.steps)), seeds=seeds,
+                              weight_decays=[lam])]
+    sgd = grid(stand_in_config(s, optimizer="sgd", steps=s.sgd_steps),
+               seeds=range(first_seed, first_seed + s.sgd_seeds), weight_decays=[LAM_ONE, 2 * LAM_ONE])
+    return [Sweep("one run", (_single_config(s, first_seed),)), with_dlr("stand-in sweep", stand_in),
+            Sweep("SGD", tuple(sgd)), Sweep("NSDL settings", tuple(nsdl_configs(n, first_seed)))]
+
+
+def run(preset: GrokPreset, *, first_seed: int = 0, device: str = "auto", progress: bool = True,
+        mem_threshold: float = 0.99, grok_threshold: float = 0.99) -> GrokRuns:
+    """Train (or read back from the cache) the one-run figure, the stand-in sweep, SGD and NSDL's settings."""
+    for name, value in (("mem_threshold", mem_threshold), ("grok_threshold", grok_threshold)):
+        check_range(name, value, 0.0, 1.0, low_inclusive=False)
+    thresholds = dict(mem_threshold=mem_threshold, grok_threshold=grok_threshold)
+    load = dict(device=device, progress=progress)
+    single_sweep, stand_in, sgd_sweep, nsdl_sweep = sweeps(preset, first_seed=first_seed)
+    single = grokking.add_hidden_norm(single_sweep.run(**load))
+    one = grokking.grokking_summary(single, **thresholds).iloc[0]
+    runs, summary = summarise(stand_in.run(**load), post_window=None, **thresholds)
+    sgd, sgd_summary = _sgd(sgd_sweep.run(**load), runs, thresholds)
+    nsdl, nsdl_summary, nsdl_grid = analyse_nsdl(nsdl_sweep.run(**load), preset.nsdl, **thresholds)
+    return GrokRuns(single, one, runs, summary, sgd, sgd_summary, nsdl, nsdl_summary, nsdl_grid)
+
+
+def analyse_nsdl(table: pd.DataFrame, n: NSDLPreset, *, mem_threshold: float = 0.99, grok_threshold: float = 0.99
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The runs at NSDL's settings: (table, summary on our log grid, summary on NSDL's grid — every `paper_grid`
+    steps, `grokking.on_grid`), V_post read `post_window` steps after T_grok in both."""
+    table, summary = summarise(table, mem_threshold=mem_threshold, grok_threshold=grok_threshold,
+                               post_window=n.post_window)
+    on_paper_grid = grokking.grokking_summary(grokking.on_grid(table, n.paper_grid), by=["weight_decay", "seed"],
+                                              mem_threshold=mem_threshold, grok_threshold=grok_threshold,
+                                              post_window=n.post_window)
+    return table, summary, on_paper_grid.assign(lam=on_paper_grid.weight_decay)
+
+
+def _single_config(s: StandInPreset, seed: int) -> RunConfig:
+    config = stand_in_config(s, steps=s.single_steps, n_logs=s.single_logs, log_grid="log", seed=seed)
+    return config.replace(train=config.train.replace(weight_decay=LAM_ONE))
+
+
+def _sgd(sgd: pd.DataFrame, runs: pd.DataFrame, thresholds: dict):
+    """SGD's runs beside AdamW's λ = 1 runs of the same seeds: (both tables, their grokking summaries)."""
+    sgd["optimiser"] = sgd.weight_decay.map(lambda w: f"SGD, w = {w:g}")
+    adamw = runs[(runs.weight_decay == LAM_ONE) & runs.seed.isin(sgd.seed.unique())].assign(
+        optimiser=f"AdamW, λ = {LAM_ONE:g}")
+    both = pd.concat([adamw, sgd], ignore_index=True)
+    return both, grokking.grokking_summary(both, by=["optimiser", "seed"], **thresholds)
+
+
+# ------------------------------------------------------------------------------------------ tables and views
+
+# c_fit = (1 − ρ_fit)/(ηλ) of NSDL's λ sweep, the mean over its 10 seeds (logged every 500 steps) [companion-data]
+NSDL_C_SWEEP = {0.1: 1.69, 0.3: 1.69, 0.5: 1.55, 1.0: 1.30}
+
+
+def one_run_view(runs: GrokRuns) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
+    """Fig. 2.1's tables (steps > 0): accuracies (long: step, split, accuracy), squared norms (long: step, group,
+    ‖θ‖²; total and per group) and the run's {T_mem, T_grok}."""
+    view = runs.single[runs.single.step > 0]
+    acc = view.melt(id_vars=["step"], value_vars=["train_acc", "test_acc"], var_name="split", value_name="accuracy")
+    acc["split"] = acc.split.str.replace("_acc", "", regex=False)
+    names = {"norm_sq": "total", **{f"norm_sq:{g}": g for g in grokking.GROUPS}}
+    norms = view.melt(id_vars=["step"], value_vars=list(names), var_name="group", value_name="‖θ‖²")
+    norms["group"] = norms.group.map(names)
+    return acc, norms, {"T_mem": float(runs.one.T_mem), "T_grok": float(runs.one.T_grok)}
+
+
+def table3(summary: pd.DataFrame):
+    """Table 2.1 / 2.6 (for people), in two parts: (ours in NSDL Table 3's shape — `grokking.regime_table`: regime
+    across seeds, grokked and memorised seeds, mean T_mem, T_grok mean ± sd, V_mem, V_post, their log ratio and T̃;
+    NSDL's printed row for the same λ's)."""
+    ours = grokking.regime_table(summary)
+    ours = ours[["regime", "grokked", "memorised", "T_mem (mean)", "T_grok", "V_mem", "V_post", "log(V_mem/V_post)",
+                 "T̃"]]
+    paper = NSDL_TABLE3.reindex(ours.index)
+    names = {"T_mem (mean)": "T_mem", "T_grok": "T_grok", "log(V_mem/V_post)": "log ratio"}
+    formats = {"T_mem (mean)": ",.0f", "V_mem": ",.0f", "V_post": ",.0f", "log(V_mem/V_post)": ".2f"}
+    nsdl_names = {c: c.replace("NSDL ", "") for c in paper.columns}
+    return (tables.for_people(ours, names, formats),
+            tables.for_people(paper, nsdl_names, {"NSDL V_mem": ",.0f", "NSDL V_post": ",.0f"}))
+
+
+def contraction_table(summary: pd.DataFrame):
+    """Table 2.2 (for people): per λ, the median c = γ_fit/(ηλ) of ‖θ‖² from T_mem on over the grokked seeds, their
+    number, and NSDL's c of the same λ (the mean over its λ sweep's 10 seeds) where it has one."""
+    grokked = summary[summary.grokked]
+    out = grokked.groupby("lam").c_fit.agg(["median", "count"]).rename(
+        columns={"median": "c (median)", "count": "grokked runs"})
+    out = out.assign(**{"NSDL c": out.index.map(NSDL_C_SWEEP)})
+    return tables.for_people(out, formats={"c (median)": ".2f", "grokked runs": ",.0f", "NSDL c": ".2f"})
+
+
+def delay_fits(summary: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, delay_law.LinearFit] | None]:
+    """Fig. 2.4: the grokked runs with a contraction (log V_mem/V_post > 0, γ_fit > 0), and the measured delay
+    regressed on the prediction with γ = γ_fit and with γ = 2ηλ (None with fewer than 3 distinct predictions)."""
+    rows = summary[summary.grokked & summary.log_ratio.gt(0) & summary.gamma_fit.gt(0)]
+    if len(rows) < 3 or rows.T_pred_decay.nunique() < 3:
+        return rows, None
+    return rows, {"γ_fit": delay_law.fit_delay_law(rows.T_pred_fit, rows.delay),
+                  "2ηλ": delay_law.fit_delay_law(rows.T_pred_decay, rows.delay)}
+
+
+def inverse_lambda_fit(summary: pd.DataFrame) -> tuple[pd.DataFrame, delay_law.LinearFit | None]:
+    """Fig. 2.3: the regime-II runs (each seed's grokking λ's) and T_grok = a/λ + b pooled over them, as NSDL fits it
+    (None with fewer than 3 runs at 2 λ's)."""
+    rows = summary[(summary.regime == REGIME_OF["II"]) & summary.grokked]
+    if len(rows) < 3 or rows.lam.nunique() < 2:
+        return rows, None
+    return rows, delay_law.fit_inverse_lambda(rows.lam, rows.T_grok)
+
+
+def layer_table(summary: pd.DataFrame):
+    """Table 2.3 (for people): per λ and parameter group, the grokked runs' peak step, contraction step and decay %
+    from the peak (medians over seeds)."""
+    quantities = ("peak_step", "contraction_step", "decay_pct")
+    rows = []
+    for lam, g in summary[summary.grokked].groupby("lam"):
+        for group in grokking.GROUPS:
+            rows.append({"lam": lam, "group": group, **{q: g[f"{q}:{group}"].median() for q in quantities}})
+    out = pd.DataFrame(rows, columns=["lam", "group", *quantities]).set_index(["lam", "group"])
+    return tables.for_people(out, formats={"peak_step": ",.0f", "contraction_step": ",.0f", "decay_pct": ".0f"})
+
+
+def layer_view(table: pd.DataFrame, lam: float = LAM_ONE) -> pd.DataFrame:
+    """Fig. 2.5's long table at λ: step, seed, group and the group's ‖θ⁽ᵍ⁾‖² over its own maximum."""
+    at = table[table.weight_decay == lam]
+    long = at.melt(id_vars=["step", "seed"], value_vars=[f"norm_sq:{g}" for g in grokking.GROUPS], var_name="group",
+                   value_name="v")
+    long["group"] = long.group.str.split(":").str[1]
+    return long.assign(relative=long.v / long.groupby(["seed", "group"]).v.transform("max"))
+
+
+def optimiser_table(runs: GrokRuns):
+    """Table 2.4 (for people): per optimiser, memorised and grokked k/n, mean T_grok, final train accuracy and final
+    ‖θ‖²."""
+    by = runs.sgd_summary.groupby("optimiser")
+    share = lambda s: f"{int(s.sum())}/{len(s)}"  # noqa: E731
+    out = pd.DataFrame({"memorised": by.memorised.agg(share), "grokked": by.grokked.agg(share),
+                        "T_grok": by.T_grok.mean(), "final_train_acc": by.final_train_acc.mean(),
+                        "V_final": by.V_final.mean()})
+    return tables.for_people(out, {"T_grok": "mean T_grok"},
+                             {"T_grok": ",.0f", "final_train_acc": ".3f", "V_final": "sig3"})
+
+
+def _fmt(x: float, decimals: int | None = None) -> str:
+    """A number as the tables print it: no decimals from 100 on, else two (or `decimals`); "—" for NaN."""
+    if not np.isfinite(x):
+        return "—"
+    if decimals is None:
+        decimals = 0 if abs(x) >= 100 else 2
+    return f"{x:,.{decimals}f}".replace("-", "−")
+
+
+def _ci(e: Estimate, decimals: int | None = None) -> str:
+    """'mean [low, high] (n = …)', every number with the mean's decimals (the Table 2 cells)."""
+    if decimals is None and np.isfinite(e.value):
+        decimals = 0 if abs(e.value) >= 100 else 2
+    inner = f" [{_fmt(e.low, decimals)}, {_fmt(e.high, decimals)}]" if np.isfinite(e.low) else ""
+    return f"{_fmt(e.value, decimals)}{inner} (n = {e.n})"
+
+
+TABLE2_ROWS = {"T_mem": ("T_mem", None), "T_grok": ("T_grok", None), "delay": ("delay T_grok − T_mem", None),
+               "V_mem": ("V_mem", None), "V_post": ("V_post", None), "r_fit": ("ρ of V_t = Aρᵗ + C", 5),
+               "c_fit": ("c = γ_fit/(ηλ)", 2), "fit_r2": ("R² of that fit", 4),
+               "T_pred_decay": ("T_esc^th = log(V_mem/V_post)/(2ηλ)", None), "delay_ratio": ("delay / T_esc^th", 2)}
+
+
+def _with_ratio(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary.assign(delay_ratio=summary.delay / summary.T_pred_decay)
+
+
+def table2(runs: GrokRuns, preset: GrokPreset):
+    """Table 2.5 (for people): NSDL Table 2's quantities at λ = 1: ours read on NSDL's grid and on our finer grid
+    (mean [95 % CI], n seeds), beside NSDL's 10 released seeds (same interval)."""
+    paper = NSDL_TABLE2.rename(columns={"rho": "r_fit"}).assign(fit_r2=np.nan)
+    mine = {name: _with_ratio(frame[frame.lam == LAM_ONE]) for name, frame in
+            ((f"ours, every {preset.nsdl.paper_grid} steps", runs.nsdl_grid),
+             (f"ours, every {preset.nsdl.log_every} steps", runs.nsdl_summary))}
+    rows = {}
+    for col, (label, decimals) in TABLE2_ROWS.items():
+        row = {name: _ci(predictions.seed_mean(frame, col), decimals)
+               for name, frame in mine.items()}
+        row["NSDL, 10 seeds [companion-data]"] = (_ci(interval(paper[col]), decimals) if paper[col].notna().any()
+                                                  else "—")
+        rows[label] = row
+    return tables.for_people(pd.DataFrame(rows).T.rename_axis("at λ = 1"))
+
+
+def nsdl_scale(lr: float) -> float:
+    """NSDL's steps per step at learning rate `lr`: NSDL_ETA / lr (the same decay budget ηλ·t at the same λ), so
+    that NSDL's step counts can be drawn on a run at another η."""
+    return NSDL_ETA / lr
+
+
+def nsdl_times(lr: float) -> dict[str, float]:
+    """NSDL Table 2's mean T_mem and T_grok (λ = 1, 10 seeds [companion-data]) in steps at learning rate `lr`
+    (`nsdl_scale`; unchanged at NSDL's η), named for a figure's legend."""
+    at = "" if lr == NSDL_ETA else f" at η = {lr:g}"
+    return {f"NSDL T_mem{at}": float(NSDL_TABLE2.T_mem.mean()) * nsdl_scale(lr),
+            f"NSDL T_grok{at}": float(NSDL_TABLE2.T_grok.mean()) * nsdl_scale(lr)}
+
+
+def nsdl_norms() -> tuple[float, float]:
+    """NSDL Table 2's mean V_mem and V_post (λ = 1, 10 seeds [companion-data])."""
+    return float(NSDL_TABLE2.V_mem.mean()), float(NSDL_TABLE2.V_post.mean())
+
+
+def nsdl_t_grok(lr: float) -> dict[float, float]:
+    """NSDL's mean T_grok per regime-II λ (its released λ sweep [companion-data]) in steps at learning rate `lr`."""
+    return {lam: float(np.mean(t)) * nsdl_scale(lr) for lam, t in NSDL_SWEEP_T_GROK.items()}
+
+
+def nsdl_fit_line(lr: float, inverse_lambda=None) -> pd.DataFrame:
+    """NSDL's printed fit T_grok = 1182/λ + 884 [companion] at learning rate `lr` (`nsdl_scale`), on `inverse_lambda`
+    (default: NSDL's regime-II range 1/λ = 1 … 10): columns inverse_lambda, T_grok."""
+    x = np.linspace(1.0, 10.0, 50) if inverse_lambda is None else np.asarray(inverse_lambda, dtype=float)
+    return pd.DataFrame({"inverse_lambda": x, "T_grok": (NSDL_FIT["a"] * x + NSDL_FIT["b"]) * nsdl_scale(lr)})
+
+
+def nsdl_delay_points(lr: float) -> pd.DataFrame:
+    """NSDL's 10 seeds at λ = 1 [companion-data] for Fig. 2.4, in steps at learning rate `lr`: the measured delay and
+    the two predictions log(V_mem/V_post)/γ with γ = γ_fit = 1 − ρ (per step) and γ = 2ηλ."""
+    k = nsdl_scale(lr)
+    t = NSDL_TABLE2
+    return pd.DataFrame({"T_pred_fit": np.log(t.V_mem / t.V_post) / (1 - t.rho) * k,
+                         "T_pred_decay": t.T_pred_decay * k, "delay": t.delay * k})
+
+
+def fit_view(runs: GrokRuns, preset: GrokPreset) -> pd.DataFrame:
+    """Fig. 2.8's long table: 1/λ, T_grok and source for our grokked runs at NSDL's settings and NSDL's runs (its λ
+    sweep, 500-step grid [companion-data]), at the λ's of N-F1's fit."""
+    lams = fit_lambdas(preset.nsdl)
+    mine = runs.nsdl_summary[runs.nsdl_summary.grokked & runs.nsdl_summary.lam.isin(lams)]
+    paper = nsdl_sweep_long()
+    both = pd.concat([mine[["seed", "lam", "T_grok"]].assign(source="ours"),
+                      paper[paper.lam.isin(lams)].assign(source="NSDL (released runs)")], ignore_index=True)
+    return both.assign(inverse_lambda=1 / both.lam)
+
+
+def separation_scores(runs: GrokRuns) -> pd.DataFrame:
+    """Per stand-in run: S_traj, regime and pooled — the frame `nht.separation.record` stores for chapter 4."""
+    return runs.summary[["weight_decay", "seed", "regime", "pooled", "S"]]
+
+
+# ------------------------------------------------------------------------------------------------------ claims
+
+MAX_REL_WIDTH = 0.5  # Agrees: our 95 % CI at most half the paper's mean wide (±25 %), precise enough to disagree
+R1_MIN_SHARE = 0.7  # R1: over 7/10 of a seed's λ's grok (or not) as in NSDL's Table 3: 6 of 8 (a step off per side)
+O1_MAX_SHARE = O1_MIN_SHARE = 0.5  # O1: a share of runs per seed, its CI below / above one half
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+def _agrees(quantity: str, values) -> Agrees:
+    """Our interval against NSDL's: the 95 % CI of the mean of its 10 released per-seed values [companion-data],
+    from the same `interval` as ours; our CI may be at most MAX_REL_WIDTH × NSDL's mean wide."""
+    e = interval(values)
+    return Agrees(f"{quantity} (NSDL's interval: the 95 % CI of its 10-seed mean)", _sig(e.low), _sig(e.high),
+                  _sig(MAX_REL_WIDTH * abs(e.value)))
+
+
+def _paper_text(printed: str, values) -> str:
+    e = interval(values)
+    return (f"{printed} [companion]; 10-seed mean {_fmt(e.value)}, 95 % CI [{_fmt(e.low)}, {_fmt(e.high)}] "
+            "[companion-data]")
+
+
+def _table2_claim(cid: str, what: str, column: str, printed: str) -> ClaimSpec:
+    quantity = f"the per-seed {what} at λ = 1 read on NSDL's log grid (every 200 steps)"
+    return ClaimSpec(cid, f"At NSDL's settings (λ = 1) {what} is NSDL's (Table 2)",
+                     _paper_text(printed, NSDL_TABLE2[column]), "NSDL", _agrees(quantity, NSDL_TABLE2[column]))
+
+
+def _at_nsdl(spec: ClaimSpec) -> ClaimSpec:
+    """A shared prediction re-read on the runs at NSDL's settings (declared with the prefix N-): its statement says so."""
+    return spec.replace(statement=f"{spec.statement}, re-read at NSDL's settings")
+
+
+REGIMES_RULE = AtLeast("the per-seed share of the λ's run whose outcome is NSDL's Table 3 (grokked within the budget "
+                       "in its regime II, not grokked in I and III)", R1_MIN_SHARE)
+REGIMES_PAPER = ("I: λ ≤ 0.01 (0/10 grok in 15,000 steps); II: 0.1 ≤ λ ≤ 1 (10/10); III: λ = 2 (3/10 in 80,000 "
+                 "steps), 5 (0/10) [companion, Table 3]")
+CONTRACTION_RULE = _agrees("the per-seed c = γ_fit/(ηλ) of ‖θ‖² fitted from T_mem on, at λ = 1", NSDL_TABLE2.c_fit)
+CONTRACTION_PAPER = _paper_text("ρ = 0.99860 ± 0.00007, γ_fit = 0.00141 ± 0.00007, c ≈ 1.41 (λ = 1); 2 for pure "
+                                "decoupled decay", NSDL_TABLE2.c_fit)
+DELAY_RULE = _agrees("the per-seed ratio of the measured delay T_grok − T_mem to T_esc^th = log(V_mem/V_post)/(2ηλ) "
+                     "at λ = 1", NSDL_TABLE2.delay_ratio)
+DELAY_PAPER = _paper_text("delay 1,000 ± 186 against T_esc^th = 1,251 ± 101 at λ = 1 (ratio 0.80)",
+                          NSDL_TABLE2.delay_ratio)
+
+CLAIMS = {
+    "P2": predictions.spec("P2", DOMAIN),  # NSDL's I / II / III, classified within each seed, as weak / … / strong
+    "P1": predictions.spec("P1", DOMAIN),
+    "R1": ClaimSpec("R1", "Stand-in: the λ's that grok are NSDL's regime II (0.1 ≤ λ ≤ 1)", REGIMES_PAPER, "NSDL",
+                    REGIMES_RULE),
+    "P6": predictions.spec("P6", DOMAIN),
+    "D1": ClaimSpec("D1", "Stand-in: the delay law with NSDL's constant — measured delay against log(V_mem/V_post)/"
+                          "(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
+    "C1": ClaimSpec("C1", "Stand-in: ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)", CONTRACTION_PAPER,
+                    "NSDL", CONTRACTION_RULE),
+    "P4": predictions.spec("P4", DOMAIN),
+    "O1": ClaimSpec(
+        "O1", "Stand-in: SGD at the same η and λ neither memorises nor groks, AdamW groks (NSDL Table 7)",
+        "SGD (w = 2λ and w = λ) 0/5 memorised, 0/5 grokked, V_final ≈ 10⁻⁴; AdamW 5/5 grokked, T_grok = 1760 ± 150 "
+        "(λ = 1, η = 1e-3) [companion, Table 7]", "NSDL",
+        AllOf((("SGD neither memorises nor groks",
+                AtMost("the per-seed share of SGD runs (w = λ, 2λ) that memorise or grok", O1_MAX_SHARE)),
+               ("AdamW groks", AtLeast("the per-seed share of AdamW λ = 1 runs that grok", O1_MIN_SHARE))))),
+    "N-TM": _table2_claim("N-TM", "T_mem", "T_mem", "T_mem = 800 in 9 of 10 seeds, 1,200 in seed 49 (mean 840)"),
+    "N-TG": _table2_claim("N-TG", "T_grok", "T_grok", "T_grok = 1840 ± 215"),
+    "N-VM": _table2_claim("N-VM", "V_mem", "V_mem", "V_mem ≈ 3,900 (seed 49: 2,256; mean 3,716)"),
+    "N-VP": _table2_claim("N-VP", "V_post", "V_post", "V_post ≈ 300 (mean 302, range 254–345)"),
+    "N-C1": ClaimSpec("N-C1", "At NSDL's settings ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)",
+                      CONTRACTION_PAPER, "NSDL", CONTRACTION_RULE),
+    "N-R1": ClaimSpec("N-R1", "At NSDL's settings the λ's that grok are NSDL's regime II", REGIMES_PAPER, "NSDL",
+                      REGIMES_RULE),
+    # N-F1 (the slope of T_grok = a/λ + b over the λ's run) depends on the preset's λ's: see `claims`
+    "N-P6": _at_nsdl(predictions.spec("P6", DOMAIN, prefix="N-")),
+    "N-D1": ClaimSpec("N-D1", "At NSDL's settings the delay law with NSDL's constant — measured delay against "
+                              "log(V_mem/V_post)/(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
+    "N-P4": _at_nsdl(predictions.spec("P4", DOMAIN, prefix="N-")),
+    "P5": predictions.spec("P5", DOMAIN),
+    "P3": predictions.spec("P3", DOMAIN),  # not testable here: no groups in modular arithmetic
+}
+PRINTED_FIT = "T_grok = 1182/λ + 884, R² = 0.971, slope 95 % bootstrap CI [1082, 1271] over 40 runs at λ = 0.1–1"
+
+
+def fit_lambdas(n: NSDLPreset) -> tuple[float, ...]:
+    """The λ's of N-F1's fit: those the preset runs that are regime II in NSDL's Table 3."""
+    return tuple(lam for lam in n.lambdas if PAPER_REGIME.get(lam) == "II")
+
+
+def slopes_per_seed(table: pd.DataFrame, lams, time: str = "T_grok") -> list[float]:
+    """Per seed: the slope a of the least-squares line T = a/λ + b over its rows at `lams` with a finite T (NaN with
+    fewer than 2 such λ's)."""
+    def slope(g: pd.DataFrame) -> float:
+        g = g[g.lam.isin(lams) & np.isfinite(g[time])]
+        if g.lam.nunique() < 2:
+            return float("nan")
+        return float(np.polyfit(1 / g.lam.to_numpy(float), g[time].to_numpy(float), 1)[0])
+
+    return statistics.per_seed(table, slope)
+
+
+def slope_claim(n: NSDLPreset) -> ClaimSpec:
+    """N-F1 for the preset's λ's: our per-seed slope against NSDL's per-seed slopes over the same λ's."""
+    lams = fit_lambdas(n)
+    shown = _set_text(lams)
+    paper = slopes_per_seed(nsdl_sweep_long(), lams) if len(lams) >= 2 else [1182.0]
+    rule = _agrees(f"the per-seed slope a of T_grok = a/λ + b over λ ∈ {shown}", paper)
+    e = interval(paper)
+    return ClaimSpec("N-F1", f"At NSDL's settings T_grok = a/λ + b with NSDL's slope a (over λ ∈ {shown})",
+                     f"{PRINTED_FIT} [companion]; per seed over λ ∈ {shown}: a = {_fmt(e.value)}, 95 % CI "
+                     f"[{_fmt(e.low)}, {_fmt(e.high)}] [companion-data]", "NSDL", rule)
+
+
+def claims(preset: GrokPreset) -> dict[str, ClaimSpec]:
+    """Every claim of the chapter in its order, N-F1 declared for the preset's λ's."""
+    out = {}
+    for cid, spec in CLAIMS.items():
+        if cid == "N-P6":
+            out["N-F1"] = slope_claim(preset.nsdl)
+        out[cid] = spec
+    return out
+
+
+def _at_one(summary: pd.DataFrame, column: str) -> Estimate:
+    return predictions.seed_mean(summary, column, runs=(summary.lam == LAM_ONE) & ~summary.diverged.astype(bool))
+
+
+def _regime_match(g: pd.DataFrame) -> float:
+    g = g[~g.diverged.astype(bool) & g.lam.isin(list(PAPER_REGIME))]
+    if not len(g):
+        return float("nan")
+    return float((g.grokked.astype(bool) == g.lam.map(PAPER_REGIME).eq("II")).mean())
+
+
+def _p4(summary: pd.DataFrame) -> Estimate:
+    return predictions.head_first_share(summary, head_peak="peak_step:head", body_peak="peak_step:embedding",
+                                        head_decay="decay_pct:head", body_decay="decay_pct:embedding",
+                                        runs=summary.regime == REGIME_OF["II"])
+
+
+def estimate(cid: str, runs: GrokRuns, preset: GrokPreset) -> tuple[Estimate | dict[str, Estimate] | None, str]:
+    """(estimate, note) of claim `cid`; the estimate is None where this scale runs nothing to test it on."""
+    s, n, paper_grid = runs.summary, runs.nsdl_summary, runs.nsdl_grid
+    if cid in ("P1", "P2", "R1", "P6", "P4", "P5", "P3"):
+        return _stand_in(cid, s)
+    if cid in ("D1", "N-D1"):
+        frame = _with_ratio(s if cid == "D1" else paper_grid)
+        return _at_one(frame, "delay_ratio"), ""
+    if cid in ("C1", "N-C1"):
+        return _at_one(s if cid == "C1" else paper_grid, "c_fit"), ""
+    if cid == "O1":
+        sgd = runs.sgd_summary
+        is_sgd = sgd.optimiser.str.startswith("SGD")
+        return {"SGD neither memorises nor groks": interval(statistics.per_seed(
+                    sgd[is_sgd], lambda g: float((g.memorised | g.grokked).mean())), bounds=SHARE),
+                "AdamW groks": interval(statistics.per_seed(sgd[~is_sgd], lambda g: float(g.grokked.mean())),
+                                        bounds=SHARE)}, f"SGD budget {preset.stand_in.sgd_steps:,} steps"
+    table2_columns = {"N-TM": "T_mem", "N-TG": "T_grok", "N-VM": "V_mem", "N-VP": "V_post"}
+    if cid in table2_columns:
+        fine = _at_one(n, table2_columns[cid])
+        return _at_one(paper_grid, table2_columns[cid]), f"On our {preset.nsdl.log_every}-step grid: {_ci(fine)}"
+    if cid == "N-R1":
+        return interval(statistics.per_seed(n, _regime_match), bounds=SHARE), predictions.grid_note(n)
+    lams = fit_lambdas(preset.nsdl)
+    if cid == "N-F1":
+        if len(lams) < 2:
+            return None, "Fewer than 2 of NSDL's regime-II λ's run at this scale"
+        return interval(slopes_per_seed(n[n.grokked], lams)), ""
+    if cid == "N-P6":
+        if len(lams) < 3:
+            return None, f"R² of a line needs 3 λ's; this scale runs {len(lams)} of NSDL's regime-II λ's"
+        inter = n[(n.regime == REGIME_OF["II"]) & n.lam.isin(lams)]
+        return predictions.inverse_lambda_r2(inter, "T_grok"), ""
+    if cid == "N-P4":
+        return _p4(n), "Head against embedding, over the grokked runs"
+    raise KeyError(f"unknown claim {cid!r}; chapter 2 declares {', '.join(claims(preset))}")
+
+
+def _stand_in(cid: str, s: pd.DataFrame) -> tuple[Estimate | dict[str, Estimate] | None, str]:
+    if cid == "P1":
+        return predictions.grid_spearman(s, "V_final"), ""
+    if cid == "P2":
+        note = f"NSDL's I / II / III as weak / intermediate / strong; {predictions.grid_note(s)}"
+        return predictions.regime_order(s), note
+    if cid == "R1":
+        return interval(statistics.per_seed(s, _regime_match), bounds=SHARE), predictions.grid_note(s)
+    if cid == "P6":
+        return predictions.inverse_lambda_r2(s[s.regime == REGIME_OF["II"]], "T_grok"), "T = T_grok, over regime II"
+    if cid == "P4":
+        return _p4(s), "Head against embedding, over the grokked runs"
+    if cid == "P5":
+        return predictions.separation_estimate(s), "S_traj with φ = 1 − test accuracy, from T_mem on"
+    return None, ""  # P3: not testable (no groups)
+
+
+def judge(runs: GrokRuns, preset: GrokPreset, *ids: str) -> list[ClaimResult]:
+    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates."""
+    specs = claims(preset)
+    results = []
+    for cid in ids or tuple(specs):
+        if cid not in specs:
+            raise KeyError(f"unknown claim {cid!r}; chapter 2 declares {', '.join(specs)}")
+        value, note = estimate(cid, runs, preset)
+        results.append(specs[cid].judge(value, note=note, ours=f"not run — {note}"
+                                        if value is None and note else None))
+    return results
+
+
+def numbers(runs: GrokRuns, preset: GrokPreset) -> dict[str, float]:
+    """Measured numbers the chapter's prose quotes."""
+    s, n, g = runs.summary, runs.nsdl_summary, runs.nsdl_grid
+    one, at_one = runs.one, n[n.lam == LAM_ONE]
+    sgd = runs.sgd_summary[runs.sgd_summary.optimiser.str.startswith("SGD")]
+    post = n[n.grokked]
+    return {
+        "n_runs": float(len(s)), "n_grokked": float(s.grokked.sum()), "n_nsdl": float(len(n)),
+        "one_T_mem": float(one.T_mem), "one_T_grok": float(one.T_grok), "one_V_mem": float(one.V_mem),
+        "one_V_post": float(one.V_post), "one_c": float(one.c_fit), "one_r2": float(one.fit_r2),
+        "early_mem": float((s.T_mem <= 2 * preset.stand_in.log_every).mean()),
+        "sgd_V_final": float(sgd.V_final.max()) if len(sgd) else float("nan"),
+        "nsdl_T_mem": float(at_one.T_mem.mean()), "nsdl_T_grok": float(at_one.T_grok.mean()),
+        "nsdl_grid_T_mem": float(g[g.lam == LAM_ONE].T_mem.mean()),
+        "nsdl_grid_T_grok": float(g[g.lam == LAM_ONE].T_grok.mean()),
+        "nsdl_V0": float(runs.nsdl[runs.nsdl.step == 0].norm_sq.mean()),
+        "post_cut": float((post.T_end < post.T_grok + preset.nsdl.post_window).sum()),
+        "nsdl_wall_s": float(runs.nsdl.groupby("run").wall_s.max().max()),
+    }

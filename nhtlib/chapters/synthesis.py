@@ -1,0 +1,484 @@
+"""Chapter 6, reading the papers together: D_LR along every NHT transition, a transition forecaster, NHT Table 3.
+
+Neither paper asks what D_LR (Nam et al.'s richness) does along the norm transitions NHT describes, nor turns NHT's
+"early warning" into a forecast a reader can use. This chapter trains nothing of its own: it reads the runs of
+chapters 1–4 (whose main sweeps log D_LR, `nhtlib.chapters.probes`) from the run cache and asks, per domain —
+
+* **D_LR at the transition** (`dlr_at_transition`): with T the domain's transition step (the chapter's own
+  definition, `DomainTrajectories.definition`) and h = `WINDOW` × T, D_LR's change across T, D(T + h) − D(T − h),
+  against its change over the equal window before, D(T − h) − D(T − 3h); per seed the mean over the runs that
+  transitioned (and were logged until T + h), summarised over seeds (the unit of replication);
+* **a transition forecaster** (`nhtlib.analysis.forecast`): T predicted from the observed part of the norm trajectory
+  against the naive T = a/λ + b, leave-one-seed-out;
+* **NHT Table 3 and the S spectrum** (moved here from chapter 4): the paper's ticks beside the verdicts the chapters
+  recorded, and the book's S_traj per domain.
+
+The D_LR and forecaster claims are the book's own (source "book"), not the papers'.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nhtlib.analysis import forecast, separation
+from nhtlib.report import predictions
+from nhtlib.config import ChapterParams, check_range
+from nhtlib.analysis import vision
+from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate
+from nhtlib.analysis.statistics import interval
+from nhtlib.chapters import border_cifar as borders, celeba_waterbirds as cw, grokking, toy_norm_hierarchy as toy
+
+CHAPTER = "06_synthesis"
+WINDOW = 0.25  # h = WINDOW × T: the windows [T − h, T + h] across and [T − 3h, T − h] before the transition
+GRID = np.linspace(0.0, 2.0, 41)  # t / T at which the figure shows every transitioned run
+HALF = 0.5  # the forecaster claim reads the forecasts made with half of T observed
+NO_PAPER = "— (neither paper asks this; the book's question)"
+
+
+@dataclass
+class DomainTrajectories:
+    """One domain's runs as chapter 6 reads them.
+
+    runs: one row per logged point (run, seed, lam, lr, step, norm_sq, dlr, dlr_null, reliance); summary: one row per
+    run (run, seed, lam, lr, T in steps, NaN when the run never transitioned); definition: what T is, in words;
+    reliance: what the reliance column measures."""
+
+    key: str  # short id used in claim ids: toy, grok, borders, celeba, waterbirds
+    name: str  # the domain as the S spectrum names it
+    chapter: str
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    definition: str
+    reliance: str
+
+    @property
+    def transitioned(self) -> pd.DataFrame:
+        return self.summary[np.isfinite(self.summary["T"].to_numpy(float))]
+
+
+def _tidy(runs: pd.DataFrame, summary: pd.DataFrame, keys: list[str], t_column: str, reliance: str,
+          t_scale: float = 1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Number the runs (`run`, by `keys`), keep the columns chapter 6 reads; T = summary[t_column] × t_scale."""
+    ids = {key: i for i, key in enumerate(summary[keys].itertuples(index=False, name=None))}
+    runs = runs.assign(run=[ids.get(k, -1) for k in runs[keys].itertuples(index=False, name=None)])
+    runs = runs[runs.run >= 0]
+    lam = "lam" if "lam" in runs else "weight_decay"  # chapter 2's run table keeps weight_decay; its summary has lam
+    table = pd.DataFrame({"run": runs.run, "seed": runs.seed, "lam": runs[lam], "lr": runs.lr, "step": runs.step,
+                          "norm_sq": runs.norm_sq, "dlr": runs.get("dlr", np.nan),
+                          "dlr_null": runs.get("dlr_null", np.nan), "reliance": runs[reliance]})
+    per_run = pd.DataFrame({"run": list(ids.values()), "seed": summary.seed.to_numpy(),
+                            "lam": summary.lam.to_numpy(float), "T": summary[t_column].to_numpy(float) * t_scale})
+    per_run["lr"] = per_run.run.map(runs.groupby("run").lr.first())
+    return table.sort_values(["run", "step"]).reset_index(drop=True), per_run
+
+
+def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, device: str = "auto",
+         progress: bool = True) -> dict[str, DomainTrajectories]:
+    """Every domain's D_LR-logged runs (chapters 1–4's main sweeps, read from the cache; trained when missing), in
+    the order of the S spectrum."""
+    load_kw = dict(device=device, progress=progress)
+    out: dict[str, DomainTrajectories] = {}
+    # chapter 1: the toy grid; T = T_struct, the first step with structured test accuracy >= 0.9
+    tp = toy.PRESETS[scale]
+    runs, summary = toy.analyse(toy.sweeps(tp, first_seed=first_seed)[0].run(**load_kw), tp,
+                                transition_threshold=0.9, fit_threshold=0.99)
+    table, per_run = _tidy(runs, summary, ["alpha", "lam", "seed"], "T_struct", "memorisation")
+    out["toy"] = DomainTrajectories("toy", "toy (XOR, ours)", toy.CHAPTER, table, per_run,
+                                    "T_struct: the first step with structured test accuracy ≥ 0.9", "memorisation")
+    # chapter 2: the stand-in's λ sweep; T = T_grok, the first step with test accuracy >= 0.99
+    gp = grokking.PRESETS[scale]
+    stand_in = next(s for s in grokking.sweeps(gp, first_seed=first_seed) if s.name == "stand-in sweep")
+    runs, summary = grokking.summarise(stand_in.run(**load_kw), mem_threshold=0.99, grok_threshold=0.99,
+                                       post_window=None)
+    table, per_run = _tidy(runs, summary, ["weight_decay", "seed"], "T_grok", "test_error")
+    out["grok"] = DomainTrajectories("grok", "modular arithmetic", grokking.CHAPTER, table, per_run,
+                                     "T_grok: the first step with test accuracy ≥ 0.99", "test error")
+    # chapter 3: the λ sweep at ρ = 0.95; T = the epoch of the head norm's peak (counted where it then contracts)
+    bp = borders.PRESETS[scale]
+    runs = borders.lambda_runs(bp, data_root, first_seed=first_seed, **load_kw)
+    summary = vision.summarise(runs, ["lam", "seed"], layers=borders.CONVS)
+    table, per_run = _tidy(runs, summary, ["lam", "seed"], "T_head_peak", "shortcut_acc",
+                           borders.steps_per_epoch(bp))
+    out["borders"] = DomainTrajectories("borders", "CIFAR-10 borders", borders.CHAPTER, table, per_run,
+                                        "T_head_peak: the head norm's peak, where it then contracts",
+                                        "shortcut accuracy")
+    # chapter 4: both λ sweeps; T as in chapter 3
+    cp = cw.PRESETS[scale]
+    params = ChapterParams(scale=scale, device=device, seed=first_seed, data_root=data_root)
+    both = cw.run(cw.domains(cp, params), first_seed=first_seed, **load_kw)
+    for key, dr in (("celeba", both.celeba), ("waterbirds", both.waterbirds)):
+        table, per_run = _tidy(dr.runs, dr.summary, ["lam", "seed"], "T_head_peak", "test_spurious_reliance",
+                               dr.steps_per_epoch)
+        out[key] = DomainTrajectories(key, dr.domain.name, cw.CHAPTER, table, per_run,
+                                      "T_head_peak: the head norm's peak, where it then contracts",
+                                      "spurious reliance")
+    return out
+
+
+def sweeps(scale: str, data_root: str | None = None, first_seed: int = 0) -> list:
+    """The sweeps this chapter reads (the D_LR-logged main sweeps of chapters 1–4): what the book builder trains
+    before the notebook runs and what the page's identity is made of."""
+    g = [s for s in grokking.sweeps(grokking.PRESETS[scale], first_seed=first_seed) if s.name == "stand-in sweep"]
+    b = [s for s in borders.sweeps(borders.PRESETS[scale], data_root, first_seed) if s.name == "λ sweep"]
+    return [*toy.sweeps(toy.PRESETS[scale], first_seed=first_seed), *g, *b,
+            *cw.sweeps(cw.PRESETS[scale], data_root, first_seed)]
+
+
+# ------------------------------------------------------------------------------------- D_LR at the transition
+
+def _at(steps: np.ndarray, values: np.ndarray, t: float) -> float:
+    """values linearly interpolated at step t (NaN outside the logged range or where the values are NaN)."""
+    ok = np.isfinite(values)
+    if ok.sum() < 2 or t < steps[ok][0] or t > steps[ok][-1]:
+        return float("nan")
+    return float(np.interp(t, steps[ok], values[ok]))
+
+
+def dlr_at_transition(domain: DomainTrajectories, window: float = WINDOW) -> pd.DataFrame:
+    """One row per transitioned run: seed, lam, T, D_LR at T − 3h, T − h, T + h (h = window × T), the change
+    across (D(T + h) − D(T − h)) and before (D(T − h) − D(T − 3h)), and moved = abs(across) − abs(before). A run not
+    logged until T + h (censored) has NaN changes."""
+    check_range("window", window, 0.0, 1 / 3, low_inclusive=False)
+    rows = []
+    for run in domain.transitioned.itertuples():
+        g = domain.runs[domain.runs.run == run.run]
+        steps, d = g.step.to_numpy(float), g.dlr.to_numpy(float)
+        h = window * run.T
+        early, before, after = (_at(steps, d, run.T + k * h) for k in (-3, -1, 1))
+        across, prior = after - before, before - early
+        rows.append({"run": run.run, "seed": run.seed, "lam": run.lam, "T": run.T, "D_early": early,
+                     "D_before": before, "D_after": after, "across": across, "before": prior,
+                     "moved": abs(across) - abs(prior)})
+    columns = ["run", "seed", "lam", "T", "D_early", "D_before", "D_after", "across", "before", "moved"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _seed_estimate(rows: pd.DataFrame, value: str, bounds=(-1.0, 1.0)) -> Estimate:
+    """Per seed the mean of `value` over its runs (NaN rows left out), summarised over seeds."""
+    if rows.empty:
+        return interval([])
+    return interval([float(g[value].mean()) for _, g in rows.groupby("seed", sort=True)], bounds=bounds)
+
+
+def dlr_transition_table(domains: dict[str, DomainTrajectories], window: float = WINDOW) -> pd.DataFrame:
+    """Table 6.1, per domain: the runs scored (transitioned and logged until T + h) of all, the median D_LR at T − h
+    and at T + h, its change before and across T (per-seed means, 95 % interval over seeds) and the direction."""
+    rows = []
+    for d in domains.values():
+        per_run = dlr_at_transition(d, window).dropna(subset=["across", "before"])
+        across, before = (_seed_estimate(per_run, c) for c in ("across", "before"))
+        rows.append({"domain": d.name,
+                     "runs scored": f"{len(per_run)} of {len(d.summary)} ({per_run.seed.nunique()} seeds)",
+                     "D_LR at T − h → T + h": (f"{per_run.D_before.median():.3f} → {per_run.D_after.median():.3f}"
+                                               if len(per_run) else "—"),
+                     "change before T": before.text(3), "change across T": across.text(3),
+                     "direction": _direction(across)})
+    return pd.DataFrame(rows).set_index("domain")
+
+
+def _direction(e: Estimate) -> str:
+    if not e.decided:
+        return "undecided"
+    if e.high < 0:
+        return "falls (richer)"
+    if e.low > 0:
+        return "rises (lazier)"
+    return "no clear direction"
+
+
+def aligned_curves(domain: DomainTrajectories, grid: np.ndarray = GRID) -> pd.DataFrame:
+    """The figure's table: every transitioned run on the t / T grid (norm_sq / its peak, dlr, dlr_null,
+    reliance), long format with columns run, u (= t / T), quantity, value."""
+    rows = []
+    for run in domain.transitioned.itertuples():
+        g = domain.runs[domain.runs.run == run.run]
+        steps = g.step.to_numpy(float)
+        u = steps / run.T
+        for quantity in ("norm_sq", "dlr", "dlr_null", "reliance"):
+            values = g[quantity].to_numpy(float)
+            if quantity == "norm_sq":
+                values = values / np.nanmax(values)
+            ok = np.isfinite(values)
+            if ok.sum() < 2:
+                continue
+            inside = (grid >= u[ok][0]) & (grid <= u[ok][-1])
+            rows += [{"run": run.run, "u": x, "quantity": quantity, "value": y}
+                     for x, y in zip(grid[inside], np.interp(grid[inside], u[ok], values[ok]))]
+    return pd.DataFrame(rows, columns=["run", "u", "quantity", "value"])
+
+
+# ------------------------------------------------------------------------------------------------ forecaster
+
+def trajectories(domain: DomainTrajectories) -> list[forecast.Trajectory]:
+    """The forecaster's view of every run of the domain (its group is the seed: held out together)."""
+    out = []
+    for run in domain.summary.itertuples():
+        g = domain.runs[domain.runs.run == run.run]
+        g = g[np.isfinite(g.norm_sq.to_numpy(float))]
+        steps = g.step.to_numpy(float)
+        if len(steps) < 2 or not np.all(np.diff(steps) > 0) or not (run.lr > 0 and run.lam > 0):
+            continue
+        out.append(forecast.Trajectory(run.run, run.seed, steps, g.norm_sq.to_numpy(float), float(run.lr),
+                                       float(run.lam), float(run.T)))
+    return out
+
+
+def evaluate_forecasts(domains: dict[str, DomainTrajectories]) -> pd.DataFrame:
+    """`nhtlib.analysis.forecast.evaluate` per domain (leave-one-seed-out), with a domain column; domains with fewer than
+    two seeds that transitioned are left out."""
+    frames = []
+    for d in domains.values():
+        trajs = trajectories(d)
+        groups = {t.group for t in trajs if t.transitioned}
+        if len(groups) >= 2:
+            frames.append(forecast.evaluate(trajs).assign(domain=d.name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=[*forecast.EVALUATION_COLUMNS, "domain"])
+
+
+def forecast_table(evaluation: pd.DataFrame, domains: dict[str, DomainTrajectories]) -> pd.DataFrame:
+    """Table 6.2, per domain and method: runs scored, the share within ±25 % at 25 / 50 / 75 % of T observed, the
+    share that ever settles within ±25 % and the median fraction of T observed from which it stays there."""
+    rows = []
+    for d in domains.values():
+        e = evaluation[evaluation.domain == d.name] if len(evaluation) else evaluation
+        for method in forecast.METHODS:
+            m = e[e.method == method] if len(e) else e
+            row = {"domain": d.name, "method": method, "runs": m.run.nunique() if len(m) else 0}
+            for f in forecast.SUMMARY_FRACTIONS:
+                at = m[np.isclose(m.fraction, f)] if len(m) else m
+                row[f"within at {f:.0%}"] = f"{at.within.mean():.0%}" if len(at) else "—"
+            first = forecast.earliest_fraction(m) if len(m) else pd.DataFrame(columns=["earliest_fraction"])
+            settled = first.earliest_fraction.dropna() if len(first) else pd.Series(dtype=float)
+            row["settles within"] = f"{len(settled)}/{len(first)}" if len(first) else "—"
+            row["from (median)"] = f"{settled.median():.0%} of T" if len(settled) else "never"
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["domain", "method"])
+
+
+def _share_gain(evaluation: pd.DataFrame, domain: str, fraction: float = HALF) -> Estimate:
+    """Per held-out seed: the share of its runs forecast within ±25 % at `fraction` of T observed, forecaster
+    minus baseline; summarised over seeds."""
+    e = evaluation[(evaluation.domain == domain) & np.isclose(evaluation.fraction, fraction)] \
+        if len(evaluation) else evaluation
+    if not len(e):
+        return interval([])
+    wide = e.pivot_table(index=["group", "run"], columns="method", values="within", aggfunc="mean")
+    if not set(forecast.METHODS) <= set(wide.columns):
+        return interval([])
+    gain = (wide[forecast.FORECASTER] - wide[forecast.BASELINE]).groupby(level="group").mean()
+    return interval(gain.tolist(), bounds=(-1.0, 1.0))
+
+
+# -------------------------------------------------------------------- the S spectrum and NHT Table 3 (from ch. 4)
+
+TABLE3_WHERE = {"modular arithmetic": grokking.CHAPTER, "CIFAR-10 borders": borders.CHAPTER,
+                cw.CELEBA: (cw.CHAPTER, cw.PREFIX[cw.CELEBA]), cw.WATERBIRDS: (cw.CHAPTER, cw.PREFIX[cw.WATERBIRDS])}
+# NHT Table 3's "confirmed" column as printed [paper, Table 3] (Waterbirds' text says 1/4, P1 only)
+PAPER_CONFIRMED = {"modular arithmetic": "6/6", "CIFAR-10 borders": "5/6", cw.CELEBA: "4/6", cw.WATERBIRDS: "2/6"}
+S1_ORDER = (("modular arithmetic > CIFAR-10 borders", "modular arithmetic", "CIFAR-10 borders"),
+            ("CIFAR-10 borders > CelebA", "CIFAR-10 borders", cw.CELEBA),
+            ("CIFAR-10 borders > Waterbirds", "CIFAR-10 borders", cw.WATERBIRDS))
+S_UNVERIFIED = ("Unverified: NHT's S has no formula (the papers' notes, NHT §1.5); the book's S_traj is ours, so "
+                "values near the paper's are agreement of shape, not of a defined number")
+
+
+def spectrum_domains(waterbirds: str = cw.STANDIN) -> dict[str, str]:
+    """The S spectrum's domains in the order of the paper's S (toy first, ours), each with its chapter; waterbirds:
+    the name chapter 4's Waterbirds runs go by (the real data or the CUB stand-in, `DomainTrajectories.name`)."""
+    return {"toy (XOR, ours)": toy.CHAPTER, "modular arithmetic": grokking.CHAPTER,
+            "CIFAR-10 borders": borders.CHAPTER, cw.CELEBA: cw.CHAPTER, waterbirds: cw.CHAPTER}
+
+
+def spectrum_table(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> pd.DataFrame:
+    """Table 6.3: one row per domain of the book (`separation.spectrum` over its pooled runs; 0 runs where its
+    chapter has not been run at this scale), beside the paper's value. scores: `nht.separation.load(scale)`; a
+    domain recorded by an earlier run with other data (e.g. the other Waterbirds source) is left out."""
+    order = spectrum_domains(waterbirds)
+    kept = scores[scores.domain.isin(order)]
+    columns = ["runs", "seeds", "λ pooled", "S (mean)", "sd", "sem", "min", "max", "signal φ"]
+    spec = separation.spectrum(kept).set_index("domain") if len(kept) else pd.DataFrame(columns=columns)
+    spec = spec.reindex(index=list(order), columns=columns)
+    spec[["runs", "seeds"]] = spec[["runs", "seeds"]].fillna(0).astype(int)
+    spec[["signal φ", "λ pooled"]] = spec[["signal φ", "λ pooled"]].fillna("").replace("", "—")
+    spec.insert(0, "chapter", list(order.values()))
+    spec["paper S"] = [separation.paper_value(d)[1] for d in order]
+    return spec.rename_axis("domain")
+
+
+def spectrum_points(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 6.3's tables: (every pooled run's S_traj per domain; the paper's value per domain with its range:
+    columns domain, value, low, high — the CIFAR-10 range 0.5–0.7 [paper, Table 3])."""
+    order = spectrum_domains(waterbirds)
+    points = scores[scores.domain.isin(order) & scores.pooled.astype(bool)][["domain", "S"]].dropna()
+    paper = []
+    for domain in order:
+        value, text = separation.paper_value(domain)
+        if math.isfinite(value):
+            low, high = (0.5, 0.7) if "–" in text else (value, value)
+            paper.append({"domain": domain, "value": value, "low": low, "high": high})
+    return points, pd.DataFrame(paper, columns=["domain", "value", "low", "high"])
+
+
+def table3(recorded: pd.DataFrame, spectrum: pd.DataFrame, waterbirds: str = cw.STANDIN) -> pd.DataFrame:
+    """Table 6.4: NHT Table 3 as a query of the claims the chapters recorded (`recorded`: `nht.claims.load_claims`
+    at this scale; `predictions.table3`): per domain the paper's cell and our verdict for P1–P6, the paper's ✓
+    count, our reproduced count, and the paper's S beside ours (`spectrum`: `spectrum_table`). The Waterbirds row
+    is named after the data actually run (`waterbirds`)."""
+    out = predictions.table3(recorded, TABLE3_WHERE)
+    cells = out[list(predictions.PREDICTIONS)]
+    out["paper confirmed"] = [PAPER_CONFIRMED[d] for d in out.index]
+    out["ours reproduced"] = [f"{sum(c.endswith('| reproduced') for c in row)}/6"
+                              if not all(c.endswith("| not run") for c in row) else "not run"
+                              for row in cells.to_numpy()]
+    names = {cw.WATERBIRDS: waterbirds}
+    ours = spectrum["S (mean)"].reindex([names.get(d, d) for d in out.index]).to_numpy(float)
+    out["paper S"] = [separation.paper_value(d)[1] for d in out.index]
+    out["our S"] = [f"{v:.2f}" if math.isfinite(v) else "—" for v in ours]
+    return out.rename(index=names)
+
+
+def _seed_means(scores: pd.DataFrame, domain: str) -> pd.Series:
+    """Per seed: the mean S_traj over the domain's pooled runs with a finite S (indexed by seed)."""
+    rows = scores[(scores.domain == domain) & scores.pooled.astype(bool) & scores.S.notna()]
+    return rows.groupby("seed").S.mean()
+
+
+def spectrum_order(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> tuple[dict[str, Estimate] | None, str]:
+    """S1's parts: per seed the gap of mean S_traj between the domains of each step of the paper's order (seeds
+    paired by index across chapters); None (and what is missing) without pooled runs in one of them."""
+    if scores.empty:
+        return None, "no separation scores recorded at this scale (the chapters 1–4 record them)"
+    names = {cw.WATERBIRDS: waterbirds}
+    needed = ["modular arithmetic", "CIFAR-10 borders", cw.CELEBA, cw.WATERBIRDS]
+    missing = [d for d in needed if not len(_seed_means(scores, names.get(d, d)))]
+    if missing:
+        return None, "no pooled run with an S_traj at this scale for " + ", ".join(missing)
+    parts = {}
+    for name, a, b in S1_ORDER:
+        gap = _seed_means(scores, names.get(a, a)) - _seed_means(scores, names.get(b, b))  # seeds in both
+        parts[name] = interval(gap.dropna().tolist(), bounds=(-2.0, 2.0))
+    return parts, f"Waterbirds is {names[cw.WATERBIRDS]}; seeds paired by their index across chapters"
+
+
+# ------------------------------------------------------------------------------------------------------ claims
+
+DOMAIN_NAMES = {"toy": "the toy (chapter 1)", "grok": "modular arithmetic (chapter 2's stand-in)",
+                "borders": "CIFAR-10 borders (chapter 3)", "celeba": "CelebA (chapter 4)",
+                "waterbirds": "Waterbirds (chapter 4)"}
+
+
+def _claims() -> dict[str, ClaimSpec]:
+    out = {}
+    for key, where in DOMAIN_NAMES.items():
+        out[f"D1-{key}"] = ClaimSpec(
+            f"D1-{key}", f"D_LR moves at the norm transition on {where}: its change across T exceeds its change "
+                         "over an equal window before", NO_PAPER, "book",
+            AtLeast("the per-seed mean over transitioned runs of |ΔD_LR across T| − |ΔD_LR before|", 0.0))
+        out[f"D2-{key}"] = ClaimSpec(
+            f"D2-{key}", f"D_LR falls across the norm transition on {where} (the features get richer)", NO_PAPER,
+            "book", AtMost("the per-seed mean ΔD_LR across T, D(T + h) − D(T − h)", 0.0))
+        out[f"F1-{key}"] = ClaimSpec(
+            f"F1-{key}", f"With half of T observed, the norm forecaster is within ±25 % of T on more held-out runs "
+                         f"of {where} than the 1/λ baseline", NO_PAPER, "book",
+            AtLeast("the per-seed share of runs within ±25 % at 50 % of T, forecaster minus baseline", 0.0))
+    out["S1"] = ClaimSpec(
+        "S1", "The S spectrum orders the domains: modular arithmetic > CIFAR-10 borders > CelebA, Waterbirds",
+        "S ≈ 1.0 > 0.5–0.7 > −0.11, ≈ 0.0 [paper, Table 3 and §5.9; no formula given]", "NHT",
+        AllOf(tuple((name, AtLeast(f"the per-seed mean S_traj of {a} minus that of {b}", 0.0))
+                    for name, a, b in S1_ORDER)))
+    return out
+
+
+CLAIMS = _claims()
+
+
+def judge(domains: dict[str, DomainTrajectories], evaluation: pd.DataFrame, scores: pd.DataFrame,
+          window: float = WINDOW) -> list[ClaimResult]:
+    """Every claim of the chapter, in its order: per domain D1 (D_LR moves at T), D2 (it falls), F1 (the
+    forecaster beats the baseline at half of T), then S1 (the S spectrum's order)."""
+    results = []
+    for key in DOMAIN_NAMES:
+        d = domains.get(key)
+        per_run = dlr_at_transition(d, window).dropna(subset=["across", "before"]) if d is not None else None
+        note = (f"T is {d.definition}; h = {window:g} T; {len(per_run)} of {len(d.summary)} runs transitioned and "
+                f"were logged until T + h" if d is not None else "")
+        if d is None or per_run.empty:
+            for cid in (f"D1-{key}", f"D2-{key}"):
+                results.append(CLAIMS[cid].judge(None, ours="no run transitioned (and was logged until T + h)",
+                                                 note=note or "no run transitioned at this scale"))
+        else:
+            results.append(CLAIMS[f"D1-{key}"].judge(_seed_estimate(per_run, "moved"), note=note))
+            results.append(CLAIMS[f"D2-{key}"].judge(_seed_estimate(per_run, "across"), note=note))
+        gain = _share_gain(evaluation, d.name) if d is not None else None
+        if gain is None or gain.n == 0:
+            results.append(CLAIMS[f"F1-{key}"].judge(None, ours="fewer than two seeds with a transition",
+                                                     note="leave-one-seed-out needs two seeds with a transition"))
+        else:
+            results.append(CLAIMS[f"F1-{key}"].judge(gain, note="leave-one-seed-out; a missing forecast (no norm "
+                                                                "peak and contraction seen yet) counts as a miss"))
+    parts, note = spectrum_order(scores, domains["waterbirds"].name if "waterbirds" in domains else cw.STANDIN)
+    results.append(CLAIMS["S1"].judge(parts, note="; ".join(filter(None, [note, S_UNVERIFIED])),
+                                      ours=note if parts is None else None))
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------- figures
+
+QUANTITIES = (("norm_sq", "‖θ‖² / its peak"), ("dlr", "D_LR"), ("reliance", "shortcut reliance"))
+
+
+def transition_figure(domains: dict[str, DomainTrajectories], width: float = 7.6):
+    """Fig. 6.1: per domain (rows) the norm, D_LR (with its null value, dashed) and the shortcut reliance
+    (columns) of every transitioned run against t / T: the median over runs and its interquartile band; T at 1."""
+    import matplotlib.pyplot as plt
+
+    shown = [d for d in domains.values() if len(d.transitioned)]
+    fig, axes = plt.subplots(max(1, len(shown)), 3, figsize=(width, 1.75 * max(1, len(shown)) + 0.6),
+                             sharex=True, squeeze=False, constrained_layout=True)
+    for i, (row, d) in enumerate(zip(axes, shown)):
+        curves = aligned_curves(d)
+        for ax, (quantity, label) in zip(row, QUANTITIES):
+            c = curves[curves.quantity == quantity].groupby("u").value
+            if len(c.size()):
+                q = c.quantile([0.25, 0.5, 0.75]).unstack()
+                ax.fill_between(q.index, q[0.25], q[0.75], alpha=0.25, color="C0", linewidth=0)
+                ax.plot(q.index, q[0.5], color="C0", linewidth=1.6)
+            if quantity == "dlr":
+                null = curves[curves.quantity == "dlr_null"].value.median()
+                if math.isfinite(null):
+                    ax.axhline(null, color="grey", linestyle="--", linewidth=1.0)
+            ax.axvline(1.0, color="C3", linewidth=0.9, alpha=0.7)
+            ax.tick_params(labelsize=8)
+            if i == 0:
+                ax.set_title(label, fontsize=9.5)
+        n = len(d.transitioned)
+        row[0].set_ylabel(f"{d.name}\n({n} run{'s' if n != 1 else ''})", fontsize=8.5)
+    for ax in axes[-1]:
+        ax.set_xlabel("t / T", fontsize=9)
+    return fig
+
+
+def forecast_figure(evaluation: pd.DataFrame, width: float = 7.6):
+    """Fig. 6.2: per domain the share of held-out runs forecast within ±25 % of T against the fraction of T
+    observed, the forecaster (solid) and the 1/λ baseline (dashed)."""
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(evaluation.domain)) if len(evaluation) else []
+    fig, ax = plt.subplots(figsize=(width, 3.4), constrained_layout=True)
+    for i, name in enumerate(names):
+        e = evaluation[evaluation.domain == name]
+        for method, style in zip(forecast.METHODS, ("-", "--")):
+            share = e[e.method == method].groupby("fraction").within.mean()
+            ax.plot(share.index, share.to_numpy(), style, color=f"C{i}", marker="o" if style == "-" else None,
+                    markersize=3, label=f"{name}" if style == "-" else None)
+    ax.set_xlabel("fraction of the realised T observed")
+    ax.set_ylabel("share of runs within ±25 %")
+    ax.set_ylim(-0.03, 1.03)
+    if names:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="solid: forecaster\n"
+                  "dashed: 1/λ baseline", title_fontsize=8, frameon=False)
+    return fig

@@ -1,0 +1,247 @@
+"""The one training loop of the book.
+
+It trains K independent members at once (K = 1 is a single run): each member has its own seed (init and data
+order), learning rate and weight decay; the model's parameters carry a leading member dimension and the optimisers
+in `optim` apply PyTorch's update rules per member. At every step of the log grid it evaluates every split
+(loss and accuracy), the total and per-layer squared norms, and any extra metrics; it returns one tidy table per
+member (one row per logged step).
+
+A checkpoint (parameters, buffers such as BatchNorm statistics, optimiser state, data-order RNG, rows so far) is
+written atomically at log steps when
+`checkpoint_path` is given, so a killed run resumes where it stopped and produces the same table as an unkilled one.
+A checkpoint that cannot be parsed is discarded with a warning naming its path (training restarts from step 0).
+
+Divergence: a member whose training loss (checked at every step, on the device, without a host synchronisation) or
+squared norm (checked at every log step) is not finite is *diverged*: it is stopped (its loss no longer enters the
+backward pass, its rows end at the last finite log) and its table carries the step in the column `diverged_step`
+(NaN for members that did not diverge). The other members go on unaffected: members share no parameters.
+
+Precision (`TrainConfig.precision`, `nhtlib.engine.precision`): the TF32 flags hold for the whole run (and are restored
+when it returns); under "bf16" the training forward and the evaluation forwards run under bf16 autocast, the loss in
+fp32, weights and optimiser state stay fp32; extra metrics run in plain fp32. `TrainConfig.compile` wraps the
+training forward in `torch.compile` (evaluation stays eager).
+
+Between log steps the loop never waits for the device: minibatch indices are drawn on the CPU and copied
+asynchronously (from pinned memory on CUDA), divergence is tracked on the device, and every value that needs the
+host (losses for the progress bar, divergence, checkpoints, the rows) is read at log steps only.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm import tqdm  # plain text bars: no widget dependency in notebooks
+
+from nhtlib.engine.cache import load_checkpoint, save_checkpoint
+from nhtlib.config import TrainConfig
+from nhtlib.data import Dataset, Split
+from nhtlib.analysis.metrics.norms import layer_squared_norms, norm_columns
+from nhtlib.engine.optim import lr_factor
+from nhtlib.engine.precision import precision_context, tf32_flags
+from nhtlib.engine.step import make_optimizer, member_loss, training_step  # noqa: F401  (make_optimizer: the loop's)
+
+ExtraMetrics = Callable[[nn.Module, Dataset], dict[str, torch.Tensor]]
+DATA_SEED_OFFSET = 7_919  # data-order RNG of a member = seed + offset (kept apart from the init RNG)
+
+
+class BatchSampler:
+    """Minibatch indices per member: with replacement, or epochs of a fresh permutation. State is checkpointable."""
+
+    def __init__(self, n: int, batch_size: int | None, sampling: str, seeds: Sequence[int]):
+        self.n, self.batch_size, self.sampling = n, batch_size, sampling
+        self.generators = [torch.Generator().manual_seed(int(s) + DATA_SEED_OFFSET) for s in seeds]
+        self.perms: list[torch.Tensor | None] = [None] * len(seeds)
+        self.positions = [0] * len(seeds)
+
+    def next(self) -> torch.Tensor | None:
+        """(K, B) indices, or None for full batch."""
+        if self.batch_size is None or self.batch_size >= self.n and self.sampling == "epoch":
+            return None
+        rows = []
+        for k, g in enumerate(self.generators):
+            if self.sampling == "with_replacement":
+                rows.append(torch.randint(0, self.n, (self.batch_size,), generator=g))
+                continue
+            take: list[torch.Tensor] = []
+            need = self.batch_size
+            while need > 0:
+                if self.perms[k] is None or self.positions[k] >= self.n:
+                    self.perms[k] = torch.randperm(self.n, generator=g)
+                    self.positions[k] = 0
+                chunk = self.perms[k][self.positions[k]:self.positions[k] + need]
+                self.positions[k] += len(chunk)
+                need -= len(chunk)
+                take.append(chunk)
+            rows.append(torch.cat(take))
+        return torch.stack(rows)
+
+    def state_dict(self) -> dict:
+        return {"generators": [g.get_state() for g in self.generators], "perms": self.perms,
+                "positions": list(self.positions)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.perms, self.positions = list(state["perms"]), list(state["positions"])
+
+
+def indices_to(idx: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Indices on `device` without blocking the host: a CPU tensor bound for CUDA is pinned first, so the copy is
+    asynchronous (the pinned block is not reused before the copy has run)."""
+    if idx.device == device:
+        return idx
+    if device.type == "cuda" and idx.device.type == "cpu":
+        idx = idx.pin_memory()
+    return idx.to(device, non_blocking=True)
+
+
+def select(split: Split, idx: torch.Tensor | None, k_members: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (K, B, ...) and labels (K, B) for the given per-member indices (None = the whole split), decoded on
+    the split's device (`Split.take`). CPU indices reach the device asynchronously (`indices_to`)."""
+    return split.take(None if idx is None else indices_to(idx, split.x.device), k_members)
+
+
+def first_examples(split: Split, n: int) -> Split:
+    """The first n examples of a split (all of them if it has fewer; `Split.head`)."""
+    return split.head(n)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, split: Split, k_members: int, batch_size: int,
+             precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean loss and accuracy per member, each (K,) float64, on a whole split, in chunks of batch_size examples;
+    the forward passes at `precision` (see `nhtlib.engine.precision`), the loss in fp32."""
+    n = split.size
+    loss_sum = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
+    correct = torch.zeros(k_members, dtype=torch.float64, device=split.y.device)
+    for start in range(0, n, batch_size):
+        idx = torch.arange(start, min(start + batch_size, n), device=split.y.device)
+        x, y = select(split, idx.expand(k_members, -1), k_members) if split.per_member else select(split, idx, 0)
+        if not split.per_member:
+            x = x.unsqueeze(0).expand(k_members, *x.shape)
+            y = y.unsqueeze(0).expand(k_members, *y.shape)
+        with precision_context(precision, split.y.device.type):
+            logits = model(x)
+        loss_sum += member_loss(logits, y).double() * len(idx)
+        correct += (logits.argmax(-1) == y).double().sum(1)
+    return loss_sum / n, correct / n
+
+
+def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[int],
+          lrs: Sequence[float] | None = None, weight_decays: Sequence[float] | None = None,
+          checkpoint_path=None, checkpoint_seconds: float = 30.0, extra_metrics: ExtraMetrics | None = None,
+          progress: bool = True, desc: str = "training") -> list[pd.DataFrame]:
+    """Train the K members of `model` on `data`; return one table per member.
+
+    lrs / weight_decays: one value per member (default: cfg.lr / cfg.weight_decay for all). extra_metrics:
+    fn(model, data) -> {name: (K,) tensor}, called at every log step in plain fp32 (outside autocast, TF32 off)
+    whatever cfg.precision. cfg.precision sets the forward passes' precision (`nhtlib.engine.precision`); cfg.compile
+    compiles the training forward.
+    Columns of each table: step, lr_now (scheduled lr), <split>_loss, <split>_acc for every split, norm_sq,
+    norm_sq:<layer>, extra metrics, wall_s, diverged_step (the first step with a non-finite training loss or norm;
+    NaN unless the member diverged, in which case its rows stop at the last finite log step; a member that is not
+    finite at initialisation keeps its step-0 row).
+    """
+    k_members = len(seeds)
+    device = next(model.parameters()).device
+    lrs_t = torch.tensor(list(lrs) if lrs is not None else [cfg.lr] * k_members, dtype=torch.float64, device=device)
+    wds_t = torch.tensor(list(weight_decays) if weight_decays is not None else [cfg.weight_decay] * k_members,
+                         dtype=torch.float64, device=device)
+    if len(lrs_t) != k_members or len(wds_t) != k_members:
+        raise ValueError(f"need one lr and one weight decay per member ({k_members}); "
+                         f"got {len(lrs_t)} and {len(wds_t)}")
+    optimizer = make_optimizer(model, cfg, lrs_t, wds_t)
+    train_split = data.splits["train"]
+    sampler = BatchSampler(train_split.size, cfg.batch_size, cfg.sampling, seeds)
+    log_steps = cfg.log_steps()
+    rows: list[list[dict]] = [[] for _ in range(k_members)]
+    start_step, elapsed_before = 0, 0.0
+
+    # diverged_at: first step with a non-finite loss or norm, per member (-1 = finite so far); kept on the device
+    diverged_at = torch.full((k_members,), -1, dtype=torch.int64, device=device)
+
+    state = load_checkpoint(checkpoint_path, map_location=device) if checkpoint_path is not None else None
+    if state is not None:
+        with torch.no_grad():
+            for p, saved in zip(model.parameters(), state["params"]):
+                p.copy_(saved)
+            for b, saved in zip(model.buffers(), state["buffers"]):  # e.g. BatchNorm running statistics
+                b.copy_(saved)
+        optimizer.load_state_dict(state["optimizer"])
+        sampler.load_state_dict(state["sampler"])
+        rows, start_step, elapsed_before = state["rows"], state["step"], state["elapsed"]
+        if "diverged_at" in state:
+            diverged_at.copy_(state["diverged_at"])
+
+    def log(step: int, elapsed: float) -> None:
+        model.eval()
+        values: dict[str, torch.Tensor] = {}
+        for name, split in data.splits.items():
+            if name == "train" and cfg.train_eval_size is not None:
+                split = first_examples(split, cfg.train_eval_size)
+            values[f"{name}_loss"], values[f"{name}_acc"] = evaluate(model, split, k_members, cfg.eval_batch_size,
+                                                                     cfg.precision)
+        values.update(norm_columns(layer_squared_norms(model.named_parameters(), member_dim=True)))
+        if extra_metrics is not None:
+            with precision_context("fp32", device.type):  # extra metrics are always plain fp32
+                values.update(extra_metrics(model, data))
+        model.train()
+        # a non-finite norm diverges the member at this log step (if its loss had not already)
+        newly = (diverged_at < 0) & ~torch.isfinite(values["norm_sq"]).to(device)
+        diverged_at.masked_fill_(newly, step)
+        dead = (diverged_at >= 0).tolist()
+        factor = lr_factor(cfg.lr_schedule, min(step, cfg.steps - 1), cfg.steps)
+        for k in range(k_members):
+            if dead[k] and rows[k]:  # rows stop at the last finite log: NaN logits still "predict" class 0
+                continue
+            row = {"step": step, "lr_now": float(lrs_t[k]) * factor}
+            row.update({name: float(v[k]) for name, v in values.items()})
+            row["wall_s"] = elapsed
+            rows[k].append(row)
+
+    step_model = torch.compile(model) if cfg.compile else model  # the training forward only: evaluation stays eager
+    t0 = time.perf_counter() - elapsed_before
+    last_save = time.perf_counter()
+    next_logs = [s for s in log_steps if s >= start_step]
+    # the TF32 flags of cfg.precision hold for the whole run (forward, backward, evaluation); restored on return
+    with tf32_flags(cfg.precision == "tf32"):
+        if start_step == 0 and (not rows[0] or rows[0][-1]["step"] != 0):
+            log(0, 0.0)
+        model.train()
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=desc, disable=not progress, leave=False,
+                   mininterval=5.0)
+        for step in range(start_step, cfg.steps):
+            idx = sampler.next()
+            x, y = select(train_split, idx, k_members)
+
+            def still_alive(losses: torch.Tensor, step: int = step) -> torch.Tensor:
+                diverged_at.masked_fill_((diverged_at < 0) & ~torch.isfinite(losses), step)
+                return diverged_at < 0
+
+            loss = training_step(step_model, optimizer, x, y, precision=cfg.precision, device_type=device.type,
+                                 lr_factor=lr_factor(cfg.lr_schedule, step, cfg.steps), keep=still_alive)
+            done = step + 1
+            bar.update(1)
+            if done not in next_logs:
+                continue
+            # a log step: the only place the host reads device values
+            log(done, time.perf_counter() - t0)
+            n_alive = int((diverged_at < 0).sum())
+            bar.set_postfix(loss=f"{loss.item() / max(1, n_alive):.3g}")
+            if n_alive == 0:  # every member diverged: nothing left to train
+                break
+            due = cfg.checkpoint_every and done % cfg.checkpoint_every == 0
+            if checkpoint_path is not None and done < cfg.steps and (
+                    due or time.perf_counter() - last_save >= checkpoint_seconds):
+                save_checkpoint({"params": [p.detach().cpu() for p in model.parameters()],
+                                 "buffers": [b.detach().cpu() for b in model.buffers()],
+                                 "optimizer": optimizer.state_dict(), "sampler": sampler.state_dict(),
+                                 "rows": rows, "step": done, "elapsed": time.perf_counter() - t0,
+                                 "diverged_at": diverged_at.cpu()}, checkpoint_path)
+                last_save = time.perf_counter()
+        bar.close()
+    diverged = [float(d) if d >= 0 else float("nan") for d in diverged_at.tolist()]
+    return [pd.DataFrame(r).assign(diverged_step=d) for r, d in zip(rows, diverged)]
