@@ -289,10 +289,8 @@ def check_data(sweeps: Sequence[Sweep], *, full: bool, why: str = "scale='paper'
 
 def data_status(task) -> str:
     """'generated', or the inventory's line for the data the task reads ('present', 'a subset', 'missing' …)."""
-    try:
-        from nhtlib.data.inventory import inventory
-    except ImportError:  # pragma: no cover - the inventory module is optional for the planner
-        return "unchecked"
+    from nhtlib.data.inventory import inventory
+
     found = inventory(task)
     return "generated" if found is None else found.describe()
 

@@ -34,7 +34,3 @@ def config(name: str, **kwargs) -> ModelConfig:
     if name not in MODELS:
         raise ConfigError(f"model={name!r} is unknown; choose one of {', '.join(sorted(MODELS))}")
     return MODELS[name](**kwargs)
-
-
-def register(name: str, cls: type[ModelConfig]) -> None:
-    MODELS[name] = cls

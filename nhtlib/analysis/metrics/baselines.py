@@ -23,12 +23,6 @@ def param_norm_sq(params: Iterable[torch.Tensor]) -> float:
     return float(sum(p.detach().to(torch.float64).pow(2).sum() for p in params))
 
 
-def param_distance_sq(params: Iterable[torch.Tensor], init: Iterable[torch.Tensor], relative: bool = False) -> float:
-    params, init = list(params), list(init)
-    dist = float(sum((p.detach().double() - q.detach().double()).pow(2).sum() for p, q in zip(params, init)))
-    return dist / param_norm_sq(init) if relative else dist
-
-
 def _class_stats(features, labels):
     phi = _as64(features)
     y = torch.as_tensor(labels).long()
