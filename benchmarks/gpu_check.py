@@ -8,7 +8,7 @@ record that the compute planner reads (`nhtlib.engine.plan.measured_rates`).
 
 What is measured:
 
-1. **Achieved FLOP/s per chapter and precision.** For every chapter of `nhtlib.chapters.SWEEPS` at scale "paper" (tiny:
+1. **Achieved FLOP/s per chapter and precision.** For every chapter of `nhtlib.chapters.CHAPTERS` at scale "paper" (tiny:
    "smoke") its heaviest batched group — the largest FLOPs per step × members × steps over `nhtlib.engine.plan.groups` of
    all its sweeps (the planner's `StepCost`, shapes from `nhtlib.data.layout`: no data file is read). Its batched
    model is built on the device with K members (all of the group's when `nhtlib.engine.memory.fit` says they fit the free
@@ -72,7 +72,7 @@ except ImportError:  # a bare machine (the lent GPU): the checkout itself
 
 from nhtlib.engine import plan  # noqa: E402 - after the path fallback
 from nhtlib.engine import memory
-from nhtlib.chapters import SWEEPS  # noqa: E402
+from nhtlib.chapters import CHAPTERS  # noqa: E402
 from nhtlib.chapters import grokking as grok  # noqa: E402
 from nhtlib.engine.cache import RunCache  # noqa: E402
 from nhtlib.config import PRECISIONS  # noqa: E402
@@ -197,7 +197,7 @@ def release(device: torch.device) -> None:
 def heaviest_group(chapter: str, scale: str, data_root: str | None) -> dict:
     """The chapter's batched group with the most training FLOPs (step × members × steps): its members, sweep,
     `StepCost`, layout and batch. Step costs are measured once per (model, layout)."""
-    sweeps = SWEEPS[chapter](scale, data_root)
+    sweeps = CHAPTERS[chapter].sweeps(scale, data_root)
     sweep_of: dict[str, str] = {}
     for s in sweeps:
         for c in s.configs:
@@ -434,13 +434,13 @@ def nsdl_part(rates: dict[str, dict[str, float]], device: torch.device, mode: Mo
         traceback.print_exc(limit=5)
         release(device)
         return out
-    chapter_rates = rates.get(grok.CHAPTER, {})
+    chapter_rates = rates.get(grok.NAME, {})
     second = fastest_precision(chapter_rates, device)
     fp32_rate = chapter_rates.get("fp32")
     if second is None:
-        out["second_precision"] = {"skipped": f"no rate of {grok.CHAPTER} other than fp32 was measured"}
+        out["second_precision"] = {"skipped": f"no rate of {grok.NAME} other than fp32 was measured"}
     elif not mode.second_run_always and (fp32_rate is None or chapter_rates[second] < FASTER_BY * fp32_rate):
-        out["second_precision"] = {"skipped": f"{second} is not {FASTER_BY:g} × faster than fp32 on {grok.CHAPTER}"}
+        out["second_precision"] = {"skipped": f"{second} is not {FASTER_BY:g} × faster than fp32 on {grok.NAME}"}
     elif out["runs"]["fp32"]["wall_s"] > clock.left:
         out["second_precision"] = {"skipped": f"the fp32 run took {out['runs']['fp32']['wall_s']:.0f} s, "
                                               f"{clock.left:.0f} s left of the budget"}
@@ -550,11 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     key = device_key(name, args.tiny)
     now = datetime.now(timezone.utc)
     path = record_path(out, key, now.strftime("%Y%m%dT%H%M%SZ"))
-    unknown = sorted(set(args.chapters or ()) - set(SWEEPS))
+    unknown = sorted(set(args.chapters or ()) - set(CHAPTERS))
     if unknown:
-        print(f"gpu_check: unknown chapter(s) {', '.join(unknown)}; the chapters are {', '.join(SWEEPS)}", flush=True)
+        print(f"gpu_check: unknown chapter(s) {', '.join(unknown)}; the chapters are {', '.join(CHAPTERS)}", flush=True)
         return 2
-    chapters = [c for c in SWEEPS if not args.chapters or c in args.chapters]
+    chapters = [c for c in CHAPTERS if not args.chapters or c in args.chapters]
     record: dict = {
         "script": "benchmarks/gpu_check.py", "device": name, "device_key": key, "mode": mode.name,
         "scale": mode.scale, "torch": torch.__version__, "cuda": torch.version.cuda,

@@ -127,9 +127,9 @@ def test_spectrum_table_lists_every_domain():
 
 def test_table3_query_puts_each_chapter_in_its_row():
     rows = [("02_grokking", "P1", INCONCLUSIVE), ("03_border_cifar", "P1", REPRODUCED),
-            ("03_border_cifar", "P6", NOT_REPRODUCED), (cw.CHAPTER, "C-P1", REPRODUCED),
-            (cw.CHAPTER, "W-P1", NOT_REPRODUCED), (cw.CHAPTER, "W-P3", INCONCLUSIVE),
-            (cw.CHAPTER, "C-P6", NOT_TESTABLE), (cw.CHAPTER, "C-L1", REPRODUCED), ("05_dlr_batchnorm", "C-P2", PARTLY)]
+            ("03_border_cifar", "P6", NOT_REPRODUCED), (cw.NAME, "C-P1", REPRODUCED),
+            (cw.NAME, "W-P1", NOT_REPRODUCED), (cw.NAME, "W-P3", INCONCLUSIVE),
+            (cw.NAME, "C-P6", NOT_TESTABLE), (cw.NAME, "C-L1", REPRODUCED), ("05_dlr_batchnorm", "C-P2", PARTLY)]
     recorded = pd.DataFrame(rows, columns=["chapter", "id", "verdict"])
     spectrum = syn.spectrum_table(scores_frame(PAPER_LIKE))
     table = syn.table3(recorded, spectrum)

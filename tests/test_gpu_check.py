@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nhtlib.engine import plan
-from nhtlib.chapters import SWEEPS
+from nhtlib.chapters import CHAPTERS
 from nhtlib.config import PRECISIONS
 
 BUDGET_S = 100
@@ -58,8 +58,8 @@ def test_record_fields(tiny_record):
 
 def test_every_chapter_and_precision_has_a_rate_or_a_reason(tiny_record):
     _, record = tiny_record
-    assert set(record["details"]) == set(SWEEPS)
-    for chapter in SWEEPS:
+    assert set(record["details"]) == set(CHAPTERS)
+    for chapter in CHAPTERS:
         entries = record["details"][chapter]["precisions"]
         assert set(entries) == set(PRECISIONS), chapter
         for precision, entry in entries.items():
@@ -71,9 +71,9 @@ def test_every_chapter_and_precision_has_a_rate_or_a_reason(tiny_record):
                 assert entry["share_of_peak"] is None  # no dense peak is known for a CPU
                 assert record["rates"][chapter][precision] == entry["flops_per_s"]
     # on a CPU every group fits and builds: the only admissible reason to skip is the time budget (a busy machine)
-    reasons = [e["skipped"] for c in SWEEPS for e in record["details"][c]["precisions"].values() if "skipped" in e]
+    reasons = [e["skipped"] for c in CHAPTERS for e in record["details"][c]["precisions"].values() if "skipped" in e]
     assert all(r.startswith("time budget") for r in reasons), reasons
-    assert record["rates"][next(iter(SWEEPS))], "not even the first chapter was measured"
+    assert record["rates"][next(iter(CHAPTERS))], "not even the first chapter was measured"
 
 
 def test_nsdl_part_has_numbers_or_a_reason(tiny_record):

@@ -11,7 +11,7 @@ import torch
 
 from nhtlib.engine import plan
 from nhtlib.engine import memory
-from nhtlib.chapters import SWEEPS, plan_chapter
+from nhtlib.chapters import CHAPTERS, plan_chapter
 from nhtlib.config import TrainConfig
 from nhtlib.data.coloured_borders import BorderCIFARTask
 from nhtlib.data.inventory import IncompleteDataError
@@ -179,7 +179,7 @@ def test_the_paper_guard_names_what_is_missing_what_was_found_and_where_it_goes(
             from PIL import Image
 
             Image.new("RGB", (32, 32)).save(folder / "0000.png")
-    sweeps = SWEEPS["03_border_cifar"]("smoke", str(tmp_path))
+    sweeps = CHAPTERS["03_border_cifar"].sweeps("smoke", str(tmp_path))
     plan.check_data(sweeps, full=False)  # present: the cpu and smoke scales start
     with pytest.raises(IncompleteDataError) as err:
         plan.check_data(sweeps, full=True)
@@ -192,7 +192,7 @@ def test_the_paper_guard_names_what_is_missing_what_was_found_and_where_it_goes(
         borders.run(borders.PRESETS["paper"], str(tmp_path), progress=False)  # refuses before building anything
 
 
-@pytest.mark.parametrize("chapter", list(SWEEPS))
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_every_chapter_is_planned_at_every_scale_without_training(chapter, tmp_path, monkeypatch):
     monkeypatch.setenv("NHT_RESULTS", str(tmp_path))  # nothing may be written to the real cache
     root = str(SHARED) if SHARED.is_dir() else str(tmp_path)
@@ -210,7 +210,7 @@ def test_the_planned_runs_are_the_runs_the_chapter_trains():
     from nhtlib.chapters import toy_norm_hierarchy as toy
 
     preset = toy.PRESETS["smoke"]
-    assert list(SWEEPS[toy.CHAPTER]("smoke")[0].configs) == toy.configs(preset)
+    assert list(CHAPTERS[toy.NAME].sweeps("smoke")[0].configs) == toy.configs(preset)
 
 
 def test_the_command_line_prints_a_plan(capsys):

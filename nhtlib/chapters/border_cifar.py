@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import statistics
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables
@@ -36,7 +37,7 @@ from nhtlib.chapters.probes import with_dlr
 from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl
 from nhtlib.analysis.statistics import interval, sd_interval
 
-CHAPTER = "03_border_cifar"
+NAME = "03_border_cifar"
 DOMAIN = "CIFAR-10 borders"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0)  # Fig. 1 [paper; values digitised]
 PAPER_RHOS = (0.5, 0.8, 0.95, 1.0)  # Fig. 2 [digitised]
@@ -605,3 +606,12 @@ def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float]:
             "budget": decay_budget(preset), "n_runs": float(len(a) + len(b) + len(runs.sum_abl)),
             "pearson_r": float(fit.pearson_r) if fit is not None else float("nan"),
             "n_pooled": float(runs.sum_a.pooled.sum())}
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    return sweeps(PRESETS[scale], data_root, first_seed)
+
+
+CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import statistics
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables
@@ -40,7 +41,7 @@ from nhtlib.chapters.probes import with_dlr
 from nhtlib.report.verdicts import AllOf, AtLeast, ClaimResult, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 
-CHAPTER = "04_celeba_waterbirds"
+NAME = "04_celeba_waterbirds"
 CELEBA, WATERBIRDS = "CelebA", "Waterbirds"  # NHT Table 3's rows
 STANDIN = "Waterbirds (CUB stand-in)"  # the S spectrum's name for the stand-in: its numbers are not Waterbirds'
 PREFIX = {CELEBA: "C-", WATERBIRDS: "W-"}
@@ -331,7 +332,7 @@ def separation_frame(dr: DomainRuns) -> pd.DataFrame:
 
 def record_separation(runs: ChapterRuns, scale: str) -> list[Path]:
     """Save both data sets' per-run S_traj (results/<scale>/04_celeba_waterbirds/separation-<domain>.csv)."""
-    return [separation.record(CHAPTER, scale, dr.domain.name, separation_frame(dr), signal=SIGNAL)
+    return [separation.record(NAME, scale, dr.domain.name, separation_frame(dr), signal=SIGNAL)
             for dr in (runs.celeba, runs.waterbirds)]
 
 
@@ -513,3 +514,12 @@ def numbers(runs: ChapterRuns) -> dict[str, float]:
                     f"{key}_n_pooled": float(len(pooled)), f"{key}_S": float(pooled.mean()) if len(pooled) else
                     float("nan")})
     return out
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    return sweeps(PRESETS[scale], data_root, first_seed)
+
+
+CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())

@@ -21,6 +21,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import statistics
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables
@@ -36,7 +37,7 @@ from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl
 from nhtlib.analysis.statistics import interval
 
-CHAPTER = "05_dlr_batchnorm"
+NAME = "05_dlr_batchnorm"
 SHARE = predictions.SHARE  # the range an interval of a share of seeds is clipped to
 UNVERIFIED = "[sec; not verified against the paper's body]"  # dlr.md §0: every number of §4 is from a summary
 
@@ -720,3 +721,12 @@ def judge(table: pd.DataFrame, *ids: str) -> list[ClaimResult]:
         ours = "no seed grokked: the fall from memorisation does not exist here" if value is None else None
         results.append(CLAIMS[cid].judge(value, control=control, note=note, ours=ours))
     return results
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    return sweeps(PRESETS[scale], data_root, first_seed)
+
+
+CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import statistics
 from nhtlib.analysis import delay_law, separation
 from nhtlib.report import predictions, tables
@@ -38,7 +39,7 @@ from nhtlib.chapters.probes import with_dlr
 from nhtlib.report.verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 
-CHAPTER = "02_grokking"
+NAME = "02_grokking"
 DOMAIN = "modular arithmetic"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 5.0)  # NSDL Table 3 [companion]
 LAM_ONE = 1.0  # NSDL Table 2's λ; the one-run figure, the SGD comparison, C1 and D1
@@ -820,3 +821,12 @@ def numbers(runs: GrokRuns, preset: GrokPreset) -> dict[str, float]:
         "post_cut": float((post.T_end < post.T_grok + preset.nsdl.post_window).sum()),
         "nsdl_wall_s": float(runs.nsdl.groupby("run").wall_s.max().max()),
     }
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    return sweeps(PRESETS[scale], data_root, first_seed)
+
+
+CHAPTER = Chapter(NAME, "2. Grokking on modular arithmetic", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())

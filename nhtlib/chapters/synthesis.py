@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import forecast, separation
 from nhtlib.report import predictions
 from nhtlib.config import ChapterParams, check_range
@@ -31,7 +32,7 @@ from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpe
 from nhtlib.analysis.statistics import interval
 from nhtlib.chapters import border_cifar as borders, celeba_waterbirds as cw, grokking, toy_norm_hierarchy as toy
 
-CHAPTER = "06_synthesis"
+NAME = "06_synthesis"
 WINDOW = 0.25  # h = WINDOW × T: the windows [T − h, T + h] across and [T − 3h, T − h] before the transition
 GRID = np.linspace(0.0, 2.0, 41)  # t / T at which the figure shows every transitioned run
 HALF = 0.5  # the forecaster claim reads the forecasts made with half of T observed
@@ -86,7 +87,7 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     runs, summary = toy.analyse(toy.sweeps(tp, first_seed=first_seed)[0].run(**load_kw), tp,
                                 transition_threshold=0.9, fit_threshold=0.99)
     table, per_run = _tidy(runs, summary, ["alpha", "lam", "seed"], "T_struct", "memorisation")
-    out["toy"] = DomainTrajectories("toy", "toy (XOR, ours)", toy.CHAPTER, table, per_run,
+    out["toy"] = DomainTrajectories("toy", "toy (XOR, ours)", toy.NAME, table, per_run,
                                     "T_struct: the first step with structured test accuracy ≥ 0.9", "memorisation")
     # chapter 2: the stand-in's λ sweep; T = T_grok, the first step with test accuracy >= 0.99
     gp = grokking.PRESETS[scale]
@@ -94,7 +95,7 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     runs, summary = grokking.summarise(stand_in.run(**load_kw), mem_threshold=0.99, grok_threshold=0.99,
                                        post_window=None)
     table, per_run = _tidy(runs, summary, ["weight_decay", "seed"], "T_grok", "test_error")
-    out["grok"] = DomainTrajectories("grok", "modular arithmetic", grokking.CHAPTER, table, per_run,
+    out["grok"] = DomainTrajectories("grok", "modular arithmetic", grokking.NAME, table, per_run,
                                      "T_grok: the first step with test accuracy ≥ 0.99", "test error")
     # chapter 3: the λ sweep at ρ = 0.95; T = the epoch of the head norm's peak (counted where it then contracts)
     bp = borders.PRESETS[scale]
@@ -102,7 +103,7 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     summary = vision.summarise(runs, ["lam", "seed"], layers=borders.CONVS)
     table, per_run = _tidy(runs, summary, ["lam", "seed"], "T_head_peak", "shortcut_acc",
                            borders.steps_per_epoch(bp))
-    out["borders"] = DomainTrajectories("borders", "CIFAR-10 borders", borders.CHAPTER, table, per_run,
+    out["borders"] = DomainTrajectories("borders", "CIFAR-10 borders", borders.NAME, table, per_run,
                                         "T_head_peak: the head norm's peak, where it then contracts",
                                         "shortcut accuracy")
     # chapter 4: both λ sweeps; T as in chapter 3
@@ -112,7 +113,7 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     for key, dr in (("celeba", both.celeba), ("waterbirds", both.waterbirds)):
         table, per_run = _tidy(dr.runs, dr.summary, ["lam", "seed"], "T_head_peak", "test_spurious_reliance",
                                dr.steps_per_epoch)
-        out[key] = DomainTrajectories(key, dr.domain.name, cw.CHAPTER, table, per_run,
+        out[key] = DomainTrajectories(key, dr.domain.name, cw.NAME, table, per_run,
                                       "T_head_peak: the head norm's peak, where it then contracts",
                                       "spurious reliance")
     return out
@@ -275,8 +276,8 @@ def _share_gain(evaluation: pd.DataFrame, domain: str, fraction: float = HALF) -
 
 # -------------------------------------------------------------------- the S spectrum and NHT Table 3 (from ch. 4)
 
-TABLE3_WHERE = {"modular arithmetic": grokking.CHAPTER, "CIFAR-10 borders": borders.CHAPTER,
-                cw.CELEBA: (cw.CHAPTER, cw.PREFIX[cw.CELEBA]), cw.WATERBIRDS: (cw.CHAPTER, cw.PREFIX[cw.WATERBIRDS])}
+TABLE3_WHERE = {"modular arithmetic": grokking.NAME, "CIFAR-10 borders": borders.NAME,
+                cw.CELEBA: (cw.NAME, cw.PREFIX[cw.CELEBA]), cw.WATERBIRDS: (cw.NAME, cw.PREFIX[cw.WATERBIRDS])}
 # NHT Table 3's "confirmed" column as printed [paper, Table 3] (Waterbirds' text says 1/4, P1 only)
 PAPER_CONFIRMED = {"modular arithmetic": "6/6", "CIFAR-10 borders": "5/6", cw.CELEBA: "4/6", cw.WATERBIRDS: "2/6"}
 S1_ORDER = (("modular arithmetic > CIFAR-10 borders", "modular arithmetic", "CIFAR-10 borders"),
@@ -289,8 +290,8 @@ S_UNVERIFIED = ("Unverified: NHT's S has no formula (the papers' notes, NHT §1.
 def spectrum_domains(waterbirds: str = cw.STANDIN) -> dict[str, str]:
     """The S spectrum's domains in the order of the paper's S (toy first, ours), each with its chapter; waterbirds:
     the name chapter 4's Waterbirds runs go by (the real data or the CUB stand-in, `DomainTrajectories.name`)."""
-    return {"toy (XOR, ours)": toy.CHAPTER, "modular arithmetic": grokking.CHAPTER,
-            "CIFAR-10 borders": borders.CHAPTER, cw.CELEBA: cw.CHAPTER, waterbirds: cw.CHAPTER}
+    return {"toy (XOR, ours)": toy.NAME, "modular arithmetic": grokking.NAME,
+            "CIFAR-10 borders": borders.NAME, cw.CELEBA: cw.NAME, waterbirds: cw.NAME}
 
 
 def spectrum_table(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> pd.DataFrame:
@@ -482,3 +483,9 @@ def forecast_figure(evaluation: pd.DataFrame, width: float = 7.6):
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="solid: forecaster\n"
                   "dashed: 1/λ baseline", title_fontsize=8, frameon=False)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+CHAPTER = Chapter(NAME, "6. Reading the papers together", __name__, presets={}, sweeps_of=sweeps, claims=(),
+                  reads=(toy.NAME, grokking.NAME, borders.NAME, cw.NAME))

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import delay_law, regimes, separation
 from nhtlib.report import predictions, tables
 from nhtlib.config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
@@ -25,7 +26,7 @@ from nhtlib.chapters.probes import with_dlr
 from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, ClaimResult, Estimate, Within
 from nhtlib.analysis.statistics import interval
 
-CHAPTER = "01_toy_norm_hierarchy"
+NAME = "01_toy_norm_hierarchy"
 DOMAIN = "toy (XOR, ours)"
 HEAD, BODY = "layers.output", "layers.input"  # the layers P4 compares
 
@@ -222,3 +223,12 @@ def layer_table(summary: pd.DataFrame, columns: Sequence[str] = ("peak_step", "d
                          **{q: g[f"{q}:{layer}"].mean() for q in columns}})
     out = pd.DataFrame(rows, columns=["alpha", "lam", "layer", *columns]).set_index(["alpha", "lam", "layer"])
     return tables.for_people(out, formats={"peak_step": ",.0f", "decay_pct": ".1f", "contraction_step": ",.0f"})
+
+
+# ------------------------------------------------------------------------------------------------------ chapter
+
+def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    return sweeps(PRESETS[scale], data_root, first_seed)
+
+
+CHAPTER = Chapter(NAME, "1. A toy norm-hierarchy model", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())

@@ -8,7 +8,7 @@ Command line (``make book`` runs the first)::
 1. **Chapters, one at a time** ("chapter i of N"). A chapter whose page identity (`nhtlib.cli.runner.chapter_runs`:
    its cells, parameters, nhtlib's source hash and the cache keys of its runs, which hold their data fingerprints)
    equals the one in the ``run.json`` of its last successful run is up to date and skipped. Otherwise each of its
-   declared sweeps (`nhtlib.chapters.SWEEPS`) is trained here, in this process, so that the terminal shows the sweep, its
+   declared sweeps (`nhtlib.chapters.CHAPTERS`) is trained here, in this process, so that the terminal shows the sweep, its
    runs trained against found in the cache and a progress bar with an ETA per batched group; then the runner
    executes the notebook (papermill), which reads every run from the cache, and swaps its results in with the
    provenance box on top.
@@ -105,7 +105,7 @@ def build_chapter(chapter: str, parameters: dict[str, Any], *, device: str = "au
     notebook_s = time.perf_counter() - t1
     extra = len(cache.keys()) - before
     if extra:
-        _say(f"  note: the notebook trained {extra} runs that its declared sweeps (nhtlib.chapters.SWEEPS) do not list")
+        _say(f"  note: the notebook trained {extra} runs that its declared sweeps (nhtlib.chapters.CHAPTERS) do not list")
     return ChapterReport(chapter, "built", runs=len(runs.keys), trained=trained + extra, train_s=train_s,
                          notebook_s=notebook_s)
 

@@ -251,12 +251,13 @@ def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict
 
 
 def sweeps_of(chapter: str, scale: str, data_root: str | None = None, first_seed: int = 0) -> list | None:
-    """The chapter's declared sweeps (`nhtlib.chapters.SWEEPS`) at `scale`, or None for a page without declared runs."""
-    from nhtlib.chapters import SWEEPS
+    """The chapter's declared sweeps (`nhtlib.chapters.CHAPTERS`) at `scale`, or None for a page that is no
+    registered chapter (it reads no runs)."""
+    from nhtlib.chapters import CHAPTERS
 
-    if chapter not in SWEEPS:
+    if chapter not in CHAPTERS:
         return None
-    return SWEEPS[chapter](scale, data_root, first_seed)
+    return CHAPTERS[chapter].sweeps(scale, data_root, first_seed)
 
 
 def runs_of(sweeps: list | None) -> dict[str, Any]:
@@ -270,7 +271,7 @@ def runs_of(sweeps: list | None) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class ChapterRuns:
-    """The runs a chapter reads (its declared sweeps, `nhtlib.chapters.SWEEPS`) and what makes its page: `identity`
+    """The runs a chapter reads (its declared sweeps, `nhtlib.chapters.CHAPTERS`) and what makes its page: `identity`
     (`nhtlib.report.provenance.chapter_identity`), the distinct run keys, the seeds, and how many runs are cached now."""
 
     identity: str
@@ -455,13 +456,13 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise ChapterUsageError(f"plan takes the parameters scale and data_root; got {', '.join(unknown)}")
             scale = _scale_of(parameters)
-            from nhtlib.chapters import READS_OTHERS
+            from nhtlib.chapters import CHAPTERS, trains_own
 
             chapters = list_chapters() if args.chapter == "all" else [notebook_path(args.chapter).stem]
             if args.chapter == "all":
-                for chapter in (c for c in chapters if c in READS_OTHERS):
+                for chapter in (c for c in chapters if c in CHAPTERS and not trains_own(c)):
                     print(f"{chapter}: trains nothing of its own (it reads the runs of the chapters before it)")
-                chapters = [c for c in chapters if c not in READS_OTHERS]
+                chapters = [c for c in chapters if c not in CHAPTERS or trains_own(c)]
             for chapter in chapters:
                 print(plan_text(chapter, scale, args.device, parameters.get("data_root")), flush=True)
             return 0

@@ -1,26 +1,77 @@
 """Claims: what each chapter tests, the paper's value, ours and a verdict.
 
-A chapter records a claim declared with a rule (`nhtlib.report.verdicts.ClaimSpec`) by `Claims.record(spec.judge(estimate))`:
-the row then carries the source, n, the interval and the rule in words. `Claims.add(...)` records a verdict decided
-elsewhere (the older chapters' way, kept until every chapter declares its claims). `claims.save()` writes them as
+A claim is one object, `Claim`: its declaration (`nhtlib.report.verdicts.ClaimSpec`: id, statement, the paper's value
+with its source tag, the rule) and the estimate it computes from the chapter's analysed runs. A chapter declares its
+claims once (``nhtlib.chapters.<chapter>.CHAPTER.claims``); `Claims.judge(chapter, analysed)` records every row (with
+its source, n, the interval and the rule in words), `Claims.show(ids...)` prints the verdicts of one section, and
+`overview_markdown` makes the chapter's opening table from the same declarations. `claims.save()` writes them as
 results/<scale>/<chapter>/claims.csv (next to the executed chapter; `paths.chapter_dir`, i.e. the runner's staging
 folder while `nhtlib.cli.runner` runs the chapter) and `claims.table()` renders the chapter's
 closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from nhtlib.config import ConfigError, check_choice
 from nhtlib.paths import atomic_write_bytes, chapter_dir, chapter_files
-from nhtlib.report.verdicts import INCONCLUSIVE, NOT_TESTABLE, VERDICTS, ClaimResult  # noqa: F401  (VERDICTS: re-exported)
+from nhtlib.analysis.statistics import Estimate
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_TESTABLE, VERDICTS, ClaimResult, ClaimSpec  # noqa: F401  (VERDICTS: re-exported)
 
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
            "null", "note"]
-UNASSIGNED = "unassigned"  # the source of a row recorded with `add` (no declared claim behind it)
+UNASSIGNED = "unassigned"  # the source of a row without one (a claims.csv from before every claim was declared)
+
+
+EstimateOf = Callable[[Any], "Estimate | Mapping[str, Estimate] | None"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a chapter, declared once: what it says and how the runs decide it.
+
+    spec: the declaration (id, statement, the paper's value with its source tag, who claims it, the rule);
+    estimate: fn(analysed) -> the per-seed Estimate (a dict of them for a rule with parts; None when nothing was run
+    at this scale), where `analysed` is what the chapter's ``analyse`` returns;
+    control / note / ours: optional fn(analysed) -> the positive control's Estimate (null claims), the row's note,
+    the text shown instead of the estimate;
+    where: the sections and figures that show it (MyST, for the chapter's opening table);
+    test: our test in words (the per-seed statistic), for the same table.
+    """
+
+    spec: ClaimSpec
+    estimate: EstimateOf
+    control: Callable[[Any], Estimate | None] | None = None
+    note: Callable[[Any], str] | None = None
+    ours: Callable[[Any], str | None] | None = None
+    where: str = ""
+    test: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def judge(self, analysed: Any) -> ClaimResult:
+        """The claims row for the chapter's analysed runs (the one judge of every claim)."""
+        return self.spec.judge(self.estimate(analysed),
+                               control=self.control(analysed) if self.control else None,
+                               note=self.note(analysed) if self.note else "",
+                               ours=self.ours(analysed) if self.ours else None)
+
+
+def overview_markdown(claims: Sequence[Claim]) -> str:
+    """The chapter's opening table, made from its claim declarations: id, what is claimed with the paper's value and
+    source tag, where the chapter shows it, and our test."""
+    rows = ["| claim | the claim, and the paper's value | where | our test (per seed, 95 % interval over seeds) |",
+            "|---|---|---|---|"]
+    for c in claims:
+        cells = [f"**{c.id}**", f"{c.spec.statement}. *Paper:* {c.spec.paper}", c.where or "—", c.test or "—"]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |")
+    return "\n".join(rows)
 
 
 class Claims:
@@ -30,14 +81,20 @@ class Claims:
         self.chapter, self.scale = chapter, scale
         self._claims: list[ClaimResult] = []
 
-    def add(self, id: str, statement: str, paper: str, ours: str, verdict: str) -> None:  # noqa: A002
-        """Record one claim whose verdict (one of VERDICTS) was decided elsewhere: a row without source, rule, n or
-        interval (counted as source 'unassigned')."""
-        check_choice("verdict", verdict, VERDICTS)
-        for name, value in (("id", id), ("statement", statement), ("paper", paper), ("ours", ours)):
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"claim {name}={value!r} must be a non-empty string")
-        self.record(ClaimResult(id, statement, paper, "", ours, None, None, None, "", verdict, False))
+    def judge(self, claims: Sequence[Claim], analysed: Any) -> dict[str, ClaimResult]:
+        """Judge and record every claim of `claims` (a chapter's, in order) on its analysed runs; {id: row}."""
+        return {claim.id: self.record(claim.judge(analysed)) for claim in claims}
+
+    def show(self, *ids: str):
+        """The verdicts of the recorded claims `ids` as Markdown paragraphs (`verdict_markdown`), displayed where a
+        section discusses them."""
+        from IPython.display import Markdown
+
+        rows = {c.id: c for c in self._claims}
+        missing = [i for i in ids if i not in rows]
+        if missing:
+            raise ConfigError(f"claims {missing} are not recorded in chapter {self.chapter!r}")
+        return Markdown(verdict_markdown(*(rows[i] for i in ids)))
 
     def record(self, result: ClaimResult) -> ClaimResult:
         """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose)."""
