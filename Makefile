@@ -30,9 +30,9 @@ $(NODE_STAMP): package.json package-lock.json
 
 # The book, every chapter executed at the default scale (cpu) unless NHT_SCALE is set in the environment: the
 # chapters one at a time with progress (chapters whose page would not change are skipped), a table of wall time per
-# chapter, then the site from the executed notebooks (nhtlib/build.py).
+# chapter, then the site from the executed notebooks (nhtlib/cli/build.py).
 book: venv
-	$(PY) -m nhtlib.cli.build --sphinx-flags "$(BOOK_FLAGS)"
+	$(PY) -m nhtlib build --sphinx-flags "$(BOOK_FLAGS)"
 
 # Every chapter at smoke scale as nbval items (one per cell: a failure names the chapter and the cell), then the
 # library tests and the end-to-end book test, which builds the site from those executions (conftest.py).

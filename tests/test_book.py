@@ -89,7 +89,7 @@ def test_unknown_parameter_is_named():
 
 def test_cli_unknown_parameter_exits_nonzero():
     name = CHAPTERS[0]
-    proc = subprocess.run([sys.executable, "-m", "nhtlib.cli.runner", "run", name, "-p", "scael", "smoke"],
+    proc = subprocess.run([sys.executable, "-m", "nhtlib", "run", name, "-p", "scael", "smoke"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert "unknown parameter 'scael'" in proc.stderr
@@ -97,7 +97,7 @@ def test_cli_unknown_parameter_exits_nonzero():
 
 
 def test_cli_list():
-    proc = subprocess.run([sys.executable, "-m", "nhtlib.cli.runner", "list"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "nhtlib", "list"], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     for name in CHAPTERS:
@@ -126,11 +126,11 @@ def test_invalid_scale_fails_with_config_error(smoke_env):
 
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory, smoke_env):
-    """`python -m nhtlib.cli.build` at smoke scale into a temporary folder: (exit status, its output, the html folder)."""
+    """`python -m nhtlib build` at smoke scale into a temporary folder: (exit status, its output, the html folder)."""
     assert (ROOT / "node_modules" / "mathjax" / "es5" / "tex-svg.js").exists(), \
         "MathJax is missing: run `npm ci` (or `make venv`) in the repository"
     out = tmp_path_factory.mktemp("book")
-    cmd = [sys.executable, "-m", "nhtlib.cli.build", "--scale", "smoke", "--path-output", str(out)]
+    cmd = [sys.executable, "-m", "nhtlib", "build", "--scale", "smoke", "--path-output", str(out)]
     env = dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(smoke_env))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BOOK_TIMEOUT_S, env=env)
@@ -167,7 +167,7 @@ def test_second_build_trains_and_executes_nothing(built_book, smoke_env):
     runs = smoke_env / "cache" / "runs"
     before = sorted(p.name for p in runs.glob("*.json"))
     records = {name: (smoke_env / "smoke" / name / "run.json").read_bytes() for name in CHAPTERS}
-    proc = subprocess.run([sys.executable, "-m", "nhtlib.cli.build", "--scale", "smoke", "--no-site"],
+    proc = subprocess.run([sys.executable, "-m", "nhtlib", "build", "--scale", "smoke", "--no-site"],
                           capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, NHT_SCALE="smoke", NHT_RESULTS=str(smoke_env)))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -361,7 +361,7 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     assert report["provenance"], f"{name}: no provenance box"
     box = report["provenance"][0]
     for fact in ("scale", "device", "torch", "commit", "nhtlib source", "seeds", "runs", "wall time", "built",
-                 f"python -m nhtlib.cli.runner run {name}", "Verdicts at a glance"):
+                 f"python -m nhtlib run {name}", "Verdicts at a glance"):
         assert fact in box, f"{name}: the provenance box does not say {fact!r}"
     assert report["downloads"], f"{name}: no download link for the notebook"
     download = (page.parent / report["downloads"][0]).resolve()

@@ -131,3 +131,21 @@ def test_claims_link_to_the_section_that_shows_their_verdict(tmp_path):
     glance = provenance.verdict_glance(pd.DataFrame({"id": ["P2", "X"], "verdict": ["reproduced"] * 2,
                                                      "statement": ["s"] * 2}), labels)
     assert "| {ref}`P2 <01_a-claims-1>` | **reproduced** |" in glance and "| X | **reproduced** |" in glance
+
+
+def test_a_page_is_keyed_on_the_code_it_executes():
+    """A chapter page's identity holds its own module, the report and analysis layers and the engine it runs; not the
+    other chapters' modules (chapter 6, which reads chapters 1-4, holds theirs) and never a command."""
+    from nhtlib.cli.runner import page_source_files
+    from nhtlib.paths import PACKAGE_DIR
+
+    def files(chapter):
+        return {p.relative_to(PACKAGE_DIR).as_posix() for p in page_source_files(chapter)}
+
+    toy = files("01_toy_norm_hierarchy")
+    assert {"chapters/toy_norm_hierarchy.py", "report/plots.py", "report/claims.py", "analysis/regimes.py",
+            "engine/train.py"} <= toy
+    assert not {"chapters/border_cifar.py", "chapters/synthesis.py", "chapters/registry.py"} & toy
+    assert not any(f.startswith("cli/") for f in toy)
+    assert {"chapters/toy_norm_hierarchy.py", "chapters/border_cifar.py", "chapters/synthesis.py"} <= files("06_synthesis")
+    assert page_source_files("not_a_chapter") is None

@@ -146,7 +146,7 @@ def test_run_records_provenance_and_opens_with_the_box(notebooks):
     assert "nht-provenance" in box.metadata["tags"] and "How this page was made" in box.source
     assert record["nhtlib_source_hash"] in box.source and "scale** `smoke`" in box.source
     assert "{download}`download this notebook <tiny.ipynb>`" in box.source
-    assert f"python -m nhtlib.cli.runner run {CHAPTER} -p scale smoke" in box.source
+    assert f"python -m nhtlib run {CHAPTER} -p scale smoke" in box.source
     assert "**Verdicts at a glance** (1 claims): **1** reproduced" in box.source and "| C1 |" in box.source
     run(notebooks)  # a re-run replaces its box, never stacks a second one
     cells = nbformat.read(str(results() / "executed.ipynb"), as_version=4).cells

@@ -2,8 +2,8 @@
 
 Command line (``make book`` runs the first)::
 
-    python -m nhtlib.cli.build                      # scale $NHT_SCALE, else cpu; every chapter, then the site
-    python -m nhtlib.cli.build --scale smoke --chapters 01_toy_norm_hierarchy --no-site
+    python -m nhtlib build                      # scale $NHT_SCALE, else cpu; every chapter, then the site
+    python -m nhtlib build --scale smoke --chapters 01_toy_norm_hierarchy --no-site
 
 1. **Chapters, one at a time** ("chapter i of N"). A chapter whose page identity (`nhtlib.cli.runner.chapter_runs`:
    its cells, parameters, nhtlib's source hash and the cache keys of its runs, which hold their data fingerprints)
@@ -83,7 +83,10 @@ def build_chapter(chapter: str, parameters: dict[str, Any], *, device: str = "au
     from nhtlib.cli.runner import run_chapter
     from nhtlib.cli.runner import sweeps_of
 
+    from nhtlib.engine.source import run_source_hash
+
     source_hash.cache_clear()  # the library may have been edited since the last chapter: key runs on what is there
+    run_source_hash.cache_clear()
     fresh, runs = is_up_to_date(chapter, parameters)
     if fresh and not force:
         _say(f"  up to date: its page was made from these {len(runs.keys)} runs, cells, parameters and library "
@@ -250,7 +253,7 @@ def build_site(chapters: list[str], scale: str, *, root: Path, output: Path, fla
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nhtlib.cli.build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m nhtlib build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=None, help="smoke, cpu or paper (default: $NHT_SCALE, else cpu)")
     parser.add_argument("--chapters", default=None, help="comma-separated chapter names (default: every chapter)")
     parser.add_argument("--data-root", default=None, help="the data folder (default: $NHT_DATA_ROOT or ../shared/data)")

@@ -2,9 +2,9 @@
 
 Command line::
 
-    python -m nhtlib.cli.runner list
-    python -m nhtlib.cli.runner run 01_toy_norm_hierarchy -p scale cpu -p seed 1 [--out PATH]
-    python -m nhtlib.cli.runner plan 03_border_cifar -p scale paper --device h200   (or: plan all)
+    python -m nhtlib list
+    python -m nhtlib run 01_toy_norm_hierarchy -p scale cpu -p seed 1 [--out PATH]
+    python -m nhtlib plan 03_border_cifar -p scale paper --device h200   (or: plan all)
 
 ``plan`` trains nothing: it prints the compute planner's table (`nhtlib.engine.plan`) — per batched group the runs,
 members per call, FLOPs, peak memory, estimated time and the data it reads — and whether the data check that
@@ -247,6 +247,7 @@ def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict
     return {"chapter": path.stem, "notebook": str(path), "scale": scale, "seed": seed, "parameters": parameters,
             "defaults": {name: info.get("default") for name, info in declared.items()},
             "git_commit": git_commit(), "nhtlib_version": __version__, "nhtlib_source_hash": source_hash(),
+            "page_source_hash": page_source_hash(path.stem),
             "started_at": stamp(started), "finished_at": stamp(started + wall_s), "wall_time_s": round(wall_s, 3)}
 
 
@@ -267,6 +268,30 @@ def runs_of(sweeps: list | None) -> dict[str, Any]:
     keys = sorted({key for sweep in sweeps for key in sweep.member_keys()})
     seeds = sorted({config.seed for sweep in sweeps for config in sweep.configs})
     return {"keys": keys, "seeds": seeds}
+
+
+PAGE_LAYERS = ("report", "analysis")  # what every page calls through `nht.*` besides its chapter module
+
+
+def page_source_hash(chapter: str) -> str:
+    """The hash of the code a chapter page executes: its chapter module's import closure (the engine and the data it
+    runs, and for chapter 6 the chapters it reads) with the report and analysis layers its cells call; for a page
+    that is no registered chapter, the whole library's source. A caption or a rule of one chapter re-executes that
+    page (and the pages that import its module), not the others."""
+    from nhtlib.engine.source import closure_hash
+
+    files = page_source_files(chapter)
+    return source_hash() if files is None else closure_hash(files)
+
+
+def page_source_files(chapter: str) -> list[Path] | None:
+    """The files behind `page_source_hash` (None for a page that is no registered chapter)."""
+    from nhtlib.chapters import CHAPTERS
+    from nhtlib.engine.source import module_closure, package_modules
+
+    if chapter not in CHAPTERS:
+        return None
+    return module_closure([CHAPTERS[chapter].module, *(m for layer in PAGE_LAYERS for m in package_modules(layer))])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,7 +325,8 @@ def chapter_runs(name: str, parameters: dict[str, Any] | None = None, *,
     runs = runs_of(sweeps)
     cache = RunCache()
     cached = sum(cache.meta(key) is not None for key in runs["keys"])
-    identity = provenance.chapter_identity(path, {"scale": scale, **parameters}, runs["keys"], source_hash())
+    identity = provenance.chapter_identity(path, {"scale": scale, **parameters}, runs["keys"],
+                                           page_source_hash(path.stem))
     return ChapterRuns(identity, tuple(runs["keys"]), tuple(runs["seeds"]), cached)
 
 
@@ -407,7 +433,7 @@ def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nhtlib.cli.runner",
+    parser = argparse.ArgumentParser(prog="python -m nhtlib",
                                      description="List or run the chapter notebooks of nht-book.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="list the chapters and their parameters")

@@ -14,7 +14,7 @@ import math
 import resource
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import nn
@@ -24,9 +24,6 @@ from torch.utils.flop_counter import FlopCounterMode
 from nhtlib.config import TrainConfig
 from nhtlib.data.layout import DataLayout, layout
 from nhtlib.engine.step import member_loss
-
-if TYPE_CHECKING:  # a type only: the sweep imports this module, never the other way round
-    from nhtlib.engine.sweep import RunConfig
 
 GB = 1e9
 
@@ -152,7 +149,7 @@ def _one_step(model: nn.Module, shape: DataLayout, batch: int) -> tuple[float, f
     return step.get_total_flops() / m, forward.get_total_flops() / m, saved[0] / m, live[0] / m, ops.count
 
 
-def measure_step(config: RunConfig, shape: DataLayout | None = None) -> StepCost:
+def measure_step(config: Any, shape: DataLayout | None = None) -> StepCost:
     """The `StepCost` of one member of `config`'s model: a training step of PROBE_MEMBERS members on random inputs
     at 2 and at 4 examples (CPU, fp32), divided by the members; per example = the slope, per step = the
     intercept."""
@@ -226,7 +223,7 @@ def device_memory(device: str) -> tuple[float, float]:
     return available_ram(), CPU_RESERVE_BYTES
 
 
-def fit_members(configs: Sequence[RunConfig], device: str, max_members: int = 256) -> tuple[int, int] | None:
+def fit_members(configs: Sequence[Any], device: str, max_members: int = 256) -> tuple[int, int] | None:
     """(members per batched call, evaluation batch size) for members that train together on `device`, from their
     measured step cost and layout (`fit`); None when the task has no layout rule (the caller's defaults stand).
     Raises MemoryPlanError when one member does not fit: the run refuses before training."""

@@ -108,3 +108,9 @@ def run_source_hash(extra_modules: tuple[str, ...] = ()) -> str:
 def run_source_files(extra_modules: tuple[str, ...] = ()) -> list[str]:
     """The files behind `run_source_hash` (paths relative to the package), for people and tests."""
     return [str(p.relative_to(PACKAGE_DIR)) for p in module_closure((*RUN_ROOTS, *extra_modules))]
+
+
+def package_modules(subpackage: str) -> list[str]:
+    """The dotted names of every module under ``nhtlib/<subpackage>/`` (e.g. 'report'), sorted."""
+    folder = PACKAGE_DIR / subpackage
+    return sorted(_module_name(p)[0] for p in folder.rglob("*.py"))

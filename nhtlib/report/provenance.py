@@ -75,7 +75,7 @@ def _seed_text(seeds: list[int]) -> str:
 
 def rerun_command(chapter: str, scale: str, *, data_root: str | None = None) -> str:
     """The command that re-runs `chapter` at `scale` (with the data folder, where the chapter reads one)."""
-    command = f"python -m nhtlib.cli.runner run {chapter} -p scale {scale}"
+    command = f"python -m nhtlib run {chapter} -p scale {scale}"
     return command + (f" -p data_root {data_root}" if data_root else "")
 
 
@@ -202,11 +202,14 @@ def read_record(folder: str | os.PathLike) -> dict[str, Any] | None:
         return None
 
 
-def chapter_table(scale: str, chapters: list[str]) -> pd.DataFrame:
+def chapter_table(scale: str, chapters: list[str], page_source=None) -> pd.DataFrame:
     """The Scoreboard's provenance table: per chapter the scale, commit, nhtlib source hash, date, runs (trained)
     and wall time of the run its claims come from, and whether that run used the current library (a chapter whose
     claims are older than the library is flagged: re-run it)."""
     from nhtlib.paths import final_chapter_dir, source_hash
+
+    # page_source: fn(chapter) -> the hash of the code its page executes now (`nhtlib.cli.runner.page_source_hash`);
+    # without it the whole library's source is the reference
 
     rows = []
     for chapter in chapters:
@@ -215,7 +218,8 @@ def chapter_table(scale: str, chapters: list[str]) -> pd.DataFrame:
             rows.append({"chapter": chapter, "scale": scale, "built": "not run", "commit": "—", "nhtlib source": "—",
                          "runs (trained)": "—", "wall time": "—", "library": "—"})
             continue
-        current = record.get("nhtlib_source_hash") == source_hash()
+        current = (record.get("page_source_hash") == page_source(chapter) if page_source is not None
+                   else record.get("nhtlib_source_hash") == source_hash())
         rows.append({"chapter": chapter, "scale": record.get("scale", scale),
                      "built": str(record.get("finished_at", "?"))[:16].replace("T", " "),
                      "commit": str(record.get("git_commit", "unknown"))[:10],
