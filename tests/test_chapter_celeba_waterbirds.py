@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from nhtlib.analysis import statistics
-from nhtlib.report import predictions
+from nhtlib.report import claims, predictions
 from nhtlib.chapters import celeba_waterbirds as cw
 from nhtlib.config import ConfigError
 from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES, NotTested
@@ -42,16 +42,26 @@ def test_presets_reject_bad_values():
         cpu.replace(waterbirds=cpu)
 
 
+ORDER = ["C-P1", "C-P2", "C-P3", "C-P4", "C-L1", "C-P5", "C-P6", "W-P1", "W-P2", "W-D1", "W-P3", "W-P4", "W-P5",
+         "W-P6"]  # the order the notebook records them in
+
+
 def test_claims_are_declared_once_with_the_shared_predictions():
-    for cid, spec in cw.CLAIMS.items():
+    specs = {c.id: c.spec for c in cw.CHAPTER.claims}
+    assert list(specs) == ORDER and cw.CHAPTER.claims == cw.CLAIMS
+    for cid, spec in specs.items():
         assert spec.id == cid and spec.source in SOURCES
     for pid in predictions.PREDICTIONS:
-        assert cw.CLAIMS[f"C-{pid}"] == predictions.spec(pid, "CelebA", prefix="C-")
-        assert cw.CLAIMS[f"W-{pid}"] == predictions.spec(pid, "Waterbirds", prefix="W-")
-    assert {cid for cid, s in cw.CLAIMS.items() if s.rule.null} == {"W-P3", "W-P4"}
-    assert {cid for cid, s in cw.CLAIMS.items() if isinstance(s.rule, NotTested)} == {"C-P6", "W-P6"}
+        assert specs[f"C-{pid}"] == predictions.spec(pid, "CelebA", prefix="C-")
+        assert specs[f"W-{pid}"] == predictions.spec(pid, "Waterbirds", prefix="W-")
+    assert {cid for cid, s in specs.items() if s.rule.null} == {"W-P3", "W-P4"}
+    assert {cid for cid, s in specs.items() if isinstance(s.rule, NotTested)} == {"C-P6", "W-P6"}
     for cid in ("C-L1", "W-D1"):
-        assert "[paper" in cw.CLAIMS[cid].paper  # the paper's value keeps its source tag
+        assert "[paper" in specs[cid].paper  # the paper's value keeps its source tag
+    for c in cw.CHAPTER.claims:  # the opening table is made from the declarations: every row says where and how
+        assert c.where and c.test
+    overview = claims.overview_markdown(cw.CHAPTER.claims)
+    assert all(f"**{cid}**" in overview for cid in ORDER)
 
 
 def test_waterbirds_source(tmp_path):
@@ -92,8 +102,25 @@ def runs_of(c=None, w=None, wb_name=cw.STANDIN):
                           domain_runs(wb_name, cw.WATERBIRDS, summary(W_LAMS) if w is None else w))
 
 
+def judge(cid, runs):
+    return cw.CHAPTER.claim(cid).judge(cw.analyse(runs))
+
+
 def verdict(cid, runs):
-    return cw.judge(runs, cid)[0].verdict
+    return judge(cid, runs).verdict
+
+
+def estimate(cid, runs):
+    """(estimate, positive control or None, note) of claim `cid` on `runs`."""
+    claim, analysed = cw.CHAPTER.claim(cid), cw.analyse(runs)
+    return (claim.estimate(analysed), claim.control(analysed) if claim.control else None,
+            claim.note(analysed) if claim.note else "")
+
+
+def test_the_chapter_judges_every_claim_in_order():
+    rows = cw.CHAPTER.judge(cw.analyse(runs_of()))
+    assert [r.id for r in rows] == ORDER
+    assert rows[ORDER.index("C-P5")].note.endswith(cw.UNVERIFIED)  # P5's note says its S is ours
 
 
 def test_p1_per_seed_and_at_least_three_seeds():
@@ -102,7 +129,7 @@ def test_p1_per_seed_and_at_least_three_seeds():
     assert verdict("C-P1", runs_of(c=rising)) == NOT_REPRODUCED
     two = summary(C_LAMS, seeds=(0, 1))  # a perfect fall on two seeds decides nothing
     assert verdict("C-P1", runs_of(c=two)) == INCONCLUSIVE
-    assert cw.estimate("C-P1", runs_of(c=two))[0].n == 2
+    assert estimate("C-P1", runs_of(c=two))[0].n == 2
 
 
 def test_c_p3_needs_a_falling_worst_group():
@@ -118,7 +145,7 @@ FLAT = {0: (0.60, 0.62, 0.59, 0.61, 0.58, 0.62, 0.60), 1: (0.61, 0.60, 0.62, 0.5
 
 def test_w_p3_is_a_null_claim_with_a_positive_control():
     flat = {"final_test_worst_group_acc": lambda i, lam, s: FLAT[s][i]}
-    value, control, _ = cw.estimate("W-P3", runs_of(w=summary(W_LAMS, **flat)))
+    value, control, _ = estimate("W-P3", runs_of(w=summary(W_LAMS, **flat)))
     assert value.values == pytest.approx([statistics.spearman(W_LAMS, FLAT[s]) for s in SEEDS])
     assert control.value == pytest.approx(0.25)  # mean-over-groups accuracy 0.75 minus chance
     assert verdict("W-P3", runs_of(w=summary(W_LAMS, **flat))) == REPRODUCED
@@ -133,7 +160,7 @@ def test_w_p3_is_a_null_claim_with_a_positive_control():
 def test_w_p4_needs_contracting_norms():
     half = summary(W_LAMS, decay_pct=lambda i, lam, s: 10.0 if i >= 5 else 0.0,  # two decaying runs per seed
                    **{"peak_step:head": lambda i, lam, s: 3.0 if i == 5 else 8.0})  # one of them head-first
-    value, control, _ = cw.estimate("W-P4", runs_of(w=half))
+    value, control, _ = estimate("W-P4", runs_of(w=half))
     assert value.value == pytest.approx(0.0) and control.value == pytest.approx(10.0)
     assert verdict("W-P4", runs_of(w=half)) == REPRODUCED
     assert verdict("W-P4", runs_of(w=summary(W_LAMS))) == INCONCLUSIVE  # nothing decays: no hierarchy to look for
@@ -149,7 +176,7 @@ def test_c_p4_and_the_layer_ratio():
     # the largest λ collapsed (not learned) with a tiny ratio: left out, the learned runs still rise
     collapsed = summary(C_LAMS, learned=lambda i, lam, s: i < 3,
                         head_conv1_ratio=lambda i, lam, s: 0.01 if i == 3 else 0.5 + i)
-    value, _, note = cw.estimate("C-L1", runs_of(c=collapsed))
+    value, _, note = estimate("C-L1", runs_of(c=collapsed))
     assert value.value == pytest.approx(1.0) and value.n == 3 and note.startswith("3 run(s) left out")
     falling = summary(C_LAMS, head_conv1_ratio=lambda i, lam, s: 3.0 - i + 0.01 * s)
     assert verdict("C-L1", runs_of(c=falling)) == NOT_REPRODUCED
@@ -158,7 +185,7 @@ def test_c_p4_and_the_layer_ratio():
 def test_w_d1_weak_then_decaying():
     paper_like = summary(W_LAMS, decay_pct=lambda i, lam, s: 0.0 if lam <= 0.1 else 10.0 * i,
                          regime=lambda i, lam, s: "weak" if lam <= 0.1 else "intermediate")
-    parts = cw.estimate("W-D1", runs_of(w=paper_like))[0]
+    parts = estimate("W-D1", runs_of(w=paper_like))[0]
     assert parts["weak for λ ≤ 0.1"].value == 1.0 and parts["decays for λ ≥ 0.3"].value == 1.0
     assert verdict("W-D1", runs_of(w=paper_like)) == REPRODUCED
     assert verdict("W-D1", runs_of()) == PARTLY  # weak everywhere: nothing decays
@@ -166,7 +193,7 @@ def test_w_d1_weak_then_decaying():
 
 def test_p5_reads_the_pooled_runs():
     scored = summary(C_LAMS, S=lambda i, lam, s: -0.1 + 0.01 * s, pooled=lambda i, lam, s: i in (1, 2))
-    value = cw.estimate("C-P5", runs_of(c=scored))[0]
+    value = estimate("C-P5", runs_of(c=scored))[0]
     assert value.value == pytest.approx(-0.09) and value.n == 3
     assert verdict("C-P5", runs_of(c=scored)) == REPRODUCED  # S well below 0.5: the paper's ×
     clean = scored.assign(S=lambda d: 0.9 + 0.01 * d.seed)
@@ -176,9 +203,9 @@ def test_p5_reads_the_pooled_runs():
 def test_p6_is_not_testable_even_where_the_law_fits():
     law = summary(W_LAMS, T_head_peak=lambda i, lam, s: 5.0 / lam + 1.0 + 0.01 * s)
     for cid, runs in (("C-P6", runs_of()), ("W-P6", runs_of(w=law))):
-        row = cw.judge(runs, cid)[0]
+        row = judge(cid, runs)
         assert row.verdict == NOT_TESTABLE and "not tested" in row.rule
-    assert cw.estimate("W-P6", runs_of(w=law))[0].value == pytest.approx(1.0)  # measured, for information
+    assert estimate("W-P6", runs_of(w=law))[0].value == pytest.approx(1.0)  # measured, for information
 
 
 def test_domain_table_sets_the_paper_beside_ours():

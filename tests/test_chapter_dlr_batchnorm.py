@@ -8,7 +8,9 @@ from nhtlib.chapters import dlr_batchnorm as richness
 from nhtlib.config import ConfigError
 from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
 
-IDS = {"R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"}
+IDS = ["R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"]  # the order of the notebook's sections
+EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
+                 "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}  # the runs each claim reads
 
 
 # ------------------------------------------------------------------------------------------- presets, claims
@@ -42,11 +44,14 @@ def test_experiments_run_every_seed_of_every_arm():
 
 
 def test_claims_are_declared_once_with_stable_ids():
-    assert set(richness.CLAIMS) == IDS == set(richness.EXPERIMENT_OF)
-    for cid, spec in richness.CLAIMS.items():
-        assert spec.id == cid and spec.source in SOURCES
-    assert {cid for cid, s in richness.CLAIMS.items() if s.rule.null} == {"A2", "L2"}
-    assert {cid for cid, s in richness.CLAIMS.items() if s.source == "book"} == {"R1", "G2"}
+    claims = richness.CHAPTER.claims
+    assert [c.id for c in claims] == IDS and set(EXPERIMENT_OF) == set(IDS)
+    for c in claims:
+        assert c.spec.source in SOURCES and c.where and c.test
+    assert {c.id for c in claims if c.spec.rule.null} == {"A2", "L2"}
+    assert {c.id for c in claims if c.spec.source == "book"} == {"R1", "G2"}
+    assert {c.id for c in claims if c.control} == {"A2", "L2"}  # a null claim has its positive control
+    assert set(richness.EXPERIMENTS) == set(EXPERIMENT_OF.values())
 
 
 # ------------------------------------------------------------------------------------------ synthetic tables
@@ -67,7 +72,8 @@ def final_table(experiment, arms, seeds=3, noise=0.01, chance=0.1, dataset="synt
 
 
 def verdict(table, cid):
-    return richness.judge(table, cid)[0]
+    """Claim `cid` judged on one experiment's run table, filed under the experiment the claim reads."""
+    return richness.CHAPTER.claim(cid).judge(richness.analyse({EXPERIMENT_OF[cid]: table}))
 
 
 def test_r1_richer_and_worse():
@@ -162,6 +168,10 @@ def test_eigen_summary_censors_unreached_utilisation():
 
 def test_judge_refuses_another_experiments_table():
     with pytest.raises(ConfigError):
-        richness.judge(grokking_table(), "R1")
+        verdict(grokking_table(), "R1")  # the grokking runs filed as the shortcut runs
+    with pytest.raises(ConfigError):  # a claim on runs that were not analysed
+        richness.CHAPTER.claim("R1").judge(richness.analyse({"grokking": grokking_table()}))
+    with pytest.raises(ConfigError):
+        richness.analyse({"imagenet": grokking_table()})
     with pytest.raises(KeyError):
-        richness.judge(grokking_table(), "Z9")
+        richness.CHAPTER.claim("Z9")

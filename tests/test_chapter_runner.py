@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from nhtlib.cli import runner as chapters
+from nhtlib.report.verdicts import ClaimResult
 from nhtlib.report import claims
 from nhtlib import paths
 
@@ -26,7 +27,10 @@ def notebooks(tmp_path):
         nbformat.v4.new_code_cell(
             "import nhtlib\n"
             f"c = nhtlib.Claims({CHAPTER!r}, scale)\n"
-            "c.add('C1', 'a statement', 'paper', f'{value} seed={seed}', 'reproduced')\n"
+            "from nhtlib.analysis.statistics import interval\n"
+            "from nhtlib.report.verdicts import AtLeast, ClaimSpec\n"
+            "spec = ClaimSpec('C1', 'a statement', 'paper', 'book', AtLeast('a value', 0.0))\n"
+            "c.record(spec.judge(interval([1.0, 1.0, 1.0]), ours=f'{value} seed={seed}'))\n"
             "c.save()"),
         nbformat.v4.new_code_cell("if fail:\n    raise RuntimeError('failing on purpose')"),
         nbformat.v4.new_code_cell(
@@ -106,7 +110,7 @@ def test_load_claims_reads_the_default_folders_only():
     for folder, ours in [(paths.final_chapter_dir("a", "smoke"), "book"),
                          (paths.final_chapter_dir("a", "smoke", seed=5), "seed 5")]:
         c = claims.Claims("a", "smoke")
-        c.add("C1", "s", "p", ours, "partly")
+        c.record(ClaimResult("C1", "s", "p", "book", ours, 3, 0.0, 1.0, "a rule", "partly", False))
         folder.mkdir(parents=True)
         (folder / "claims.csv").write_text(c.frame().to_csv(index=False))
     assert claims.load_claims("smoke").ours.tolist() == ["book"]

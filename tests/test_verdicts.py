@@ -1,4 +1,4 @@
-"""Unit tests of the verdict engine (nhtlib/verdicts.py) and its claims rows (nhtlib/claims.py).
+"""Unit tests of the verdict engine (nhtlib/report/verdicts.py) and its claims rows (nhtlib/report/claims.py).
 
 Every test uses synthetic per-seed statistics whose verdict a reader can check by eye (see
 shared/design/verdicts.md, "Tests every rule gets"). Each test says in a comment which mutation of the engine it
@@ -16,7 +16,6 @@ Hand-computed numbers used below (t_{0.975,2} = 4.303, t_{0.975,4} = 2.776):
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import nhtlib as nht
@@ -24,6 +23,7 @@ from nhtlib.report import verdicts as V
 from nhtlib.config import ConfigError
 from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, Agrees, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Within
 from nhtlib.analysis.statistics import interval, sd_interval, seed_bootstrap
+from nhtlib.report.claims import Claim
 
 T_975_DF2 = 4.303  # from a t table, not from scipy: the test must not reuse the formula it checks
 T_975_DF4 = 2.776
@@ -499,20 +499,22 @@ def specs():
 
 def test_claims_record_frame_save_load_and_counts():
     # Catches: record dropping source / rule / n / interval / null from the stored row; a second row with the same id;
-    # a save/load that loses the new columns; add() rows not counted (or counted under an empty source).
+    # a save/load that loses the new columns (or writes n as a float); rows not counted under their source.
     p1, n1, l1 = specs()
     claims = nht.Claims("99_test", "smoke")
     r1 = claims.record(p1.judge(est(FALLING)))
     assert r1.verdict == REPRODUCED
     claims.record(n1.judge(est(NULL_EFFECT), control=est(DEAD)))  # dead model -> inconclusive
     claims.record(l1.judge(est([2.0, 2.1, 2.2])))  # disjoint -> not reproduced
-    claims.add("X1", "an older claim", "yes", "yes", "partly")
+    x1 = Claim(ClaimSpec("X1", "the norm decays, and fast", "yes [ours]", "book", PARTS),
+               estimate=lambda analysed: {"decays": analysed["down"], "fast": analysed["fast"]})
+    assert claims.judge([x1], {"down": DOWN_HOLDS, "fast": FAST_FAILS})["X1"].verdict == PARTLY
     frame = claims.frame()
     for col in ("source", "rule", "n", "low", "high", "null", "verdict"):
         assert col in frame.columns
     rows = frame.set_index("id")
     assert list(rows.verdict) == [REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED, PARTLY]
-    assert list(rows.source) == ["NHT", "NHT", "NSDL", ""]
+    assert list(rows.source) == ["NHT", "NHT", "NSDL", "book"]
     assert rows.loc["P1", "rule"] == p1.rule.words() and rows.loc["N1", "rule"] == n1.rule.words()
     assert rows.loc["P1", "n"] == 3 and rows.loc["P1", "low"] == est(FALLING).low
     assert rows.loc["P1", "high"] == est(FALLING).high
@@ -523,16 +525,16 @@ def test_claims_record_frame_save_load_and_counts():
     with pytest.raises(ConfigError, match="recorded twice"):
         claims.record(p1.judge(est(FALLING)))
     with pytest.raises(ConfigError, match="recorded twice"):
-        claims.add("P1", "again", "x", "y", "reproduced")
+        claims.judge([Claim(p1, estimate=lambda analysed: est(RISING))], None)
 
     path = claims.save()
     assert path.name == "claims.csv" and path.parent.name == "99_test"
     loaded = nht.claims.load_claims("smoke").set_index("id")
     assert list(loaded.index) == ["P1", "N1", "L1", "X1"]
-    assert list(loaded.verdict) == list(rows.verdict) and list(loaded.source) == ["NHT", "NHT", "NSDL", ""]
+    assert list(loaded.verdict) == list(rows.verdict) and list(loaded.source) == ["NHT", "NHT", "NSDL", "book"]
     assert list(loaded.rule) == list(rows.rule)
-    # (n is written as "3.0" when the chapter also has add() rows, whose n is empty: the column is then float)
-    assert float(loaded.loc["P1", "n"]) == 3 and loaded.loc["X1", "n"] == ""
+    assert loaded.loc["P1", "n"] == "3" and loaded.loc["X1", "n"] == "3"  # a count, written as one
+    assert loaded.loc["X1", "low"] == "" == loaded.loc["X1", "high"]  # a rule with parts has no single interval
     assert float(loaded.loc["P1", "low"]) == pytest.approx(est(FALLING).low, rel=1e-12)
     assert float(loaded.loc["P1", "high"]) == pytest.approx(est(FALLING).high, rel=1e-12)
     assert loaded.loc["N1", "null"] == "True" and loaded.loc["P1", "null"] == "False"
@@ -541,7 +543,7 @@ def test_claims_record_frame_save_load_and_counts():
         counts = nht.claims.verdict_counts(counted, by="source")
         assert counts.loc["NHT", REPRODUCED] == 1 and counts.loc["NHT", INCONCLUSIVE] == 1
         assert counts.loc["NHT", NOT_REPRODUCED] == 0 and counts.loc["NSDL", NOT_REPRODUCED] == 1
-        assert counts.loc["unassigned", PARTLY] == 1 and counts.loc["unassigned"].sum() == 1
+        assert counts.loc["book", PARTLY] == 1 and counts.loc["book"].sum() == 1
         assert counts.loc["total"].sum() == 4 and counts.loc["total", NOT_REPRODUCED] == 1
         assert "" not in counts.index
         assert list(counts.columns) == [v for v in V.VERDICTS if v in counts.columns]

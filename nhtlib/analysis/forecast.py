@@ -206,9 +206,6 @@ class Forecast:
         return math.isfinite(self.value)
 
 
-NO_FORECAST = Forecast(float("nan"), float("nan"), float("nan"), None)
-
-
 def _band(residuals: np.ndarray, center: float, level: float) -> tuple[float, float, str]:
     """(low, high, method) of the prediction interval of one new residual around `center`: the empirical
     (1 − level)/2 and (1 + level)/2 quantiles from QUANTILE_MIN_RUNS residuals on, else center ± t·sd·√(1 + 1/n);

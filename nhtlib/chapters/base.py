@@ -39,6 +39,7 @@ class Chapter:
     claims: tuple[Claim, ...]  # in the order of the chapter's sections; ids unique
     reads: tuple[str, ...] = ()  # names of the chapters whose runs it reads instead of training its own
     data: tuple[str, ...] = field(default=())  # data set folders under data_root it reads (() = generated data)
+    summary: str = ""  # what the chapter reproduces, in a sentence or two: the book's introduction lists it
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.claims]

@@ -5,14 +5,14 @@ every domain and NHT's whole Table 3 are chapter 6's (`nhtlib.chapters.synthesis
 What the notebook uses: `PRESETS` (one `ChapterPreset` per scale), `domains` (the two data sets: tasks, built data,
 their names in NHT's Table 3 and in the S spectrum), `group_counts` / `example_rows` (Fig. 4.1), `run` (train or read
 back both sweeps: a `ChapterRuns` of run tables and per-run summaries), `record_separation` (this chapter's S_traj
-for chapter 6's S spectrum), the tables and views its figures show (`domain_table`, `numbers`), `CLAIMS` and `judge`
-(the verdicts, per seed with 95 % intervals).
+for chapter 6's S spectrum), the tables and views its figures show (`domain_table`, `numbers`), `analyse` (what the
+claims read) and `CHAPTER.claims` (the claims, `CLAIMS`, judged per seed with 95 % intervals).
 
 NHT's P1–P6 come from `nhtlib.report.predictions` under the ids C-P1 … C-P6 (CelebA) and W-P1 … W-P6 (Waterbirds); the
 paper's Table 3 cell decides the direction of each test (Waterbirds P3 and P4 are null claims with a positive
 control, P6 is not testable on either: NHT's × there means "not tested"). The chapter adds the paper's own CelebA
 evidence for P4 (C-L1, the head / conv1 norm ratio) and what the paper saw of Waterbirds' regimes (W-D1). Every statistic is computed per seed (each seed has its own initialisation and batch order;
-the data are the same for every seed), then summarised by `nhtlib.report.statistics.interval`.
+the data are the same for every seed), then summarised by `nhtlib.analysis.statistics.interval`.
 """
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ from nhtlib.models import config as model_config
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
-from nhtlib.report.verdicts import AllOf, AtLeast, ClaimResult, ClaimSpec, Estimate
+from nhtlib.report.claims import Claim
+from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 
 NAME = "04_celeba_waterbirds"
@@ -48,13 +49,11 @@ PREFIX = {CELEBA: "C-", WATERBIRDS: "W-"}
 WATERBIRDS_SOURCES = ("auto", "waterbirds", "cub_standin")
 PAPER_CELEBA_LAMBDAS = (0.001, 0.1, 1.0)  # [paper] nht.md §3.4 (NHT §5.10)
 PAPER_WB_LAMBDAS = (1e-4, 1e-3, 0.01, 0.1, 0.3, 1.0)  # [paper] nht.md §3.5
-LAMBDA_MID = 0.1  # the λ of the paper's three Waterbirds seeds
 CONVS = tuple(f"conv{i}" for i in range(1, 7))
 HEAD, BODY = "head", "conv1"  # the layers P4 and C-L1 compare
 CHANCE = 0.5  # two classes; also the mean-over-groups accuracy of a model that reads only one feature
 CLEAN_THRESHOLD = 0.9  # T_clean_acc: first epoch with average test accuracy >= 0.9 (the paper's runs sit near 90 %)
 SIGNAL = "spurious reliance 1 − acc_conflicting / acc_aligned"  # φ of S_traj here (nht.md §1.5)
-FULL_CELEBA = 202_599  # aligned images of the full data set [paper] nht.md §3.4
 
 
 # ------------------------------------------------------------------------------------------------------ presets
@@ -401,25 +400,26 @@ L1_MIN_RHO = 0.8  # C-L1: the ratio rises with λ — the mirror of P1's −0.8 
 D1_WEAK_MAX_LAMBDA, D1_DECAY_MIN_LAMBDA = 0.1, 0.3  # W-D1: "λ ≤ 0.1 … weak", "λ ≥ 0.3 decay becomes measurable"
 UNVERIFIED = ("Unverified: NHT's S has no formula (nht.md §1.5); the book's S_traj is ours, so values near the "
               "paper's are not expected")
+LAYERS = dict(head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}", head_decay=f"decay_pct:{HEAD}",
+              body_decay=f"decay_pct:{BODY}")  # the columns P4 compares
 
-CLAIMS = {
-    **{f"C-{pid}": predictions.spec(pid, CELEBA, prefix="C-") for pid in ("P1", "P2", "P3", "P4")},
-    "C-L1": ClaimSpec(
-        "C-L1", "CelebA: the head / conv1 norm ratio grows with λ (NHT's CelebA evidence for P4)",
-        "fc/conv1 0.65× → 2.21× → 2.33× at λ = 0.001 / 0.1 / 1.0 [paper, NHT §5.10; nht.md §3.4]", "NHT",
-        AtLeast("the per-seed Spearman ρ(λ, final ‖θ_head‖² / ‖θ_conv1‖²) over the runs that learned", L1_MIN_RHO)),
-    **{f"C-{pid}": predictions.spec(pid, CELEBA, prefix="C-") for pid in ("P5", "P6")},
-    **{f"W-{pid}": predictions.spec(pid, WATERBIRDS, prefix="W-") for pid in ("P1", "P2")},
-    "W-D1": ClaimSpec(
-        "W-D1", "Waterbirds: the norm grows monotonically for λ ≤ 0.1 and decays measurably for λ ≥ 0.3 (NHT §5.9)",
-        "\"For λ ≤ 0.1 the norm grows monotonically … (decay 0 %)\"; 6.7 % at λ = 0.3, 56.3 % at λ = 1.0 [paper, "
-        "nht.md §3.5]", "NHT",
-        AllOf((("weak for λ ≤ 0.1", AtLeast(f"the per-seed share of runs with λ ≤ {D1_WEAK_MAX_LAMBDA:g} in the "
-                                            "weak regime", MOST)),
-               ("decays for λ ≥ 0.3", AtLeast(f"the per-seed share of runs with λ ≥ {D1_DECAY_MIN_LAMBDA:g} whose "
-                                              f"‖θ‖² decays ≥ {DECAYING:g} % from its peak", MOST))))),
-    **{f"W-{pid}": predictions.spec(pid, WATERBIRDS, prefix="W-") for pid in ("P3", "P4", "P5", "P6")},
-}
+
+@dataclass(frozen=True)
+class Analysed:
+    """What every claim of the chapter reads: the per-run summaries (`summarise`: one row per λ and seed) of both
+    sweeps."""
+
+    celeba: pd.DataFrame
+    waterbirds: pd.DataFrame
+
+    def of(self, table3_domain: str) -> pd.DataFrame:
+        """The summary standing for NHT Table 3's row `table3_domain` ("CelebA" or "Waterbirds")."""
+        return self.celeba if table3_domain == CELEBA else self.waterbirds
+
+
+def analyse(runs: ChapterRuns) -> Analysed:
+    """What the claims read from both sweeps (`run`): their per-run summaries."""
+    return Analysed(runs.celeba.summary, runs.waterbirds.summary)
 
 
 def _share(s: pd.DataFrame, runs: pd.Series, hit: pd.Series) -> Estimate:
@@ -438,61 +438,103 @@ def _contracts(s: pd.DataFrame) -> Estimate:
     return interval(statistics.per_seed(s, lambda g: g.decay_pct.max()))
 
 
-def estimate(cid: str, runs: ChapterRuns) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
-    """(estimate, positive control or None, note) of claim `cid`."""
-    if cid not in CLAIMS:
-        raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")
-    table3_domain = CELEBA if cid.startswith("C-") else WATERBIRDS
-    dr = runs.of(table3_domain)
-    s, pid = dr.summary, cid[2:]
-    if pid == "P1":
-        return predictions.grid_spearman(s, "V_final"), None, ""
-    if pid == "P2":
-        note = predictions.grid_note(s) + ("; NHT ticks P2 on Waterbirds without an intermediate regime (nht.md §3.6)"
-                                if table3_domain == WATERBIRDS else "")
-        return predictions.regime_order(s), None, note
-    if pid == "P3":
-        value = predictions.grid_spearman(s, "final_test_worst_group_acc")
-        if table3_domain == CELEBA:
-            return value, None, "P3a (a monotone fall), as NHT scores it (nht.md §3.6)"
-        return value, _alive(s), ("The control: per seed, the mean over the λ grid of the final mean-over-groups "
-                                  f"test accuracy minus chance {CHANCE:g}")
-    if pid == "P4":
-        layers = dict(head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}", head_decay=f"decay_pct:{HEAD}",
-                      body_decay=f"decay_pct:{BODY}")
-        if table3_domain == CELEBA:
-            return predictions.head_first_share(s, runs=s.regime == "intermediate", **layers), None, ""
-        return (predictions.head_first_share(s, runs=s.decay_pct >= DECAYING, minus=0.5, **layers), _contracts(s),
-                f"Decaying runs: ‖θ‖² falls ≥ {DECAYING:g} % from its peak ({int((s.decay_pct >= DECAYING).sum())} "
-                "runs); the control: per seed, the largest decay % over the λ grid")
-    if pid == "P5":
-        return predictions.separation_estimate(s), None, f"{int(s.pooled.sum())} pooled runs"
-    if pid == "P6":
-        return (predictions.inverse_lambda_r2(s, "T_head_peak"), None,
-                "R² of T_head_peak = a/λ + b per seed, measured for information only")
-    if pid == "L1":
-        left_out = int((~s.learned.astype(bool)).sum())
-        return (predictions.grid_spearman(s[s.learned.astype(bool)], "head_conv1_ratio"), None,
-                f"{left_out} run(s) left out: final mean-over-groups accuracy below chance + "
-                f"{predictions.CONTROL_MIN_ACC_ABOVE_CHANCE:g}")
-    if pid == "D1":
-        small, large = s.lam <= D1_WEAK_MAX_LAMBDA, s.lam >= D1_DECAY_MIN_LAMBDA
-        return {"weak for λ ≤ 0.1": _share(s, small, s.regime == "weak"),
-                "decays for λ ≥ 0.3": _share(s, large, s.decay_pct >= DECAYING)}, None, ""
-    raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")  # pragma: no cover
+def _learned_ratio(s: pd.DataFrame) -> Estimate:
+    """C-L1: per seed, Spearman ρ(λ, final head / conv1 norm ratio) over the runs that learned."""
+    return predictions.grid_spearman(s[s.learned.astype(bool)], "head_conv1_ratio")
 
 
-def judge(runs: ChapterRuns, *ids: str) -> list[ClaimResult]:
-    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates."""
-    results = []
-    for cid in ids or tuple(CLAIMS):
-        if cid not in CLAIMS:
-            raise KeyError(f"unknown claim {cid!r}; chapter 4 declares {', '.join(CLAIMS)}")
-        value, control, note = estimate(cid, runs)
-        if cid.endswith("P5"):
-            note = "; ".join(filter(None, [note, UNVERIFIED]))
-        results.append(CLAIMS[cid].judge(value, control=control, note=note))
-    return results
+def _left_out(s: pd.DataFrame) -> str:
+    return (f"{int((~s.learned.astype(bool)).sum())} run(s) left out: final mean-over-groups accuracy below chance + "
+            f"{predictions.CONTROL_MIN_ACC_ABOVE_CHANCE:g}")
+
+
+def _weak_then_decaying(s: pd.DataFrame) -> dict[str, Estimate]:
+    """W-D1's two parts: the share of weak runs for λ ≤ 0.1, the share of decaying runs for λ ≥ 0.3 (per seed)."""
+    small, large = s.lam <= D1_WEAK_MAX_LAMBDA, s.lam >= D1_DECAY_MIN_LAMBDA
+    return {"weak for λ ≤ 0.1": _share(s, small, s.regime == "weak"),
+            "decays for λ ≥ 0.3": _share(s, large, s.decay_pct >= DECAYING)}
+
+
+def _on(table3_domain: str, f):
+    """`f(summary)` as a function of the analysed runs: read on the summary of NHT Table 3's row `table3_domain`."""
+    return None if f is None else lambda analysed: f(analysed.of(table3_domain))
+
+
+def _claim(spec: ClaimSpec, estimate, *, control=None, note=None, where: str, test: str) -> Claim:
+    """A claim of one data set (its id's prefix, C- or W-, names it), its functions taking that data set's summary."""
+    domain = CELEBA if spec.id.startswith(PREFIX[CELEBA]) else WATERBIRDS
+    return Claim(spec, _on(domain, estimate), control=_on(domain, control), note=_on(domain, note), where=where,
+                 test=test)
+
+
+def _prediction(pid: str, table3_domain: str, estimate, **kw) -> Claim:
+    """NHT's prediction `pid` on `table3_domain`, declared by `nhtlib.report.predictions` (ids C-P1 …, W-P1 …)."""
+    return _claim(predictions.spec(pid, table3_domain, prefix=PREFIX[table3_domain]), estimate, **kw)
+
+
+def _p1(s: pd.DataFrame) -> Estimate:
+    return predictions.grid_spearman(s, "V_final")
+
+
+def _p3(s: pd.DataFrame) -> Estimate:
+    return predictions.grid_spearman(s, "final_test_worst_group_acc")
+
+
+def _p5_note(s: pd.DataFrame) -> str:
+    return f"{int(s.pooled.sum())} pooled runs; {UNVERIFIED}"
+
+
+def _p6(s: pd.DataFrame) -> Estimate:
+    return predictions.inverse_lambda_r2(s, "T_head_peak")
+
+
+P6_NOTE = "R² of T_head_peak = a/λ + b per seed, measured for information only"
+C42, W43 = "§4.2, {ref}`Fig. 4.2 <fig-4-2>`", "§4.3, {ref}`Fig. 4.4 <fig-4-4>`"  # where the claims are shown
+
+CLAIMS = (
+    _prediction("P1", CELEBA, _p1, where=C42, test="Spearman ρ(λ, final ‖θ‖²)"),
+    _prediction("P2", CELEBA, predictions.regime_order, note=predictions.grid_note, where=C42,
+                test="all three regimes occur, in order of λ"),
+    _prediction("P3", CELEBA, _p3, note=lambda s: "P3a (a monotone fall), as NHT scores it (nht.md §3.6)", where=C42,
+                test="Spearman ρ(λ, worst-group accuracy), must be negative"),
+    _prediction("P4", CELEBA, lambda s: predictions.head_first_share(s, runs=s.regime == "intermediate", **LAYERS),
+                where=C42, test="share of intermediate runs with the head first"),
+    _claim(ClaimSpec(
+        "C-L1", "CelebA: the head / conv1 norm ratio grows with λ (NHT's CelebA evidence for P4)",
+        "fc/conv1 0.65× → 2.21× → 2.33× at λ = 0.001 / 0.1 / 1.0 [paper, NHT §5.10; nht.md §3.4]", "NHT",
+        AtLeast("the per-seed Spearman ρ(λ, final ‖θ_head‖² / ‖θ_conv1‖²) over the runs that learned", L1_MIN_RHO)),
+        _learned_ratio, note=_left_out, where=C42, test="Spearman ρ(λ, head / conv1 norm ratio), runs that learned"),
+    _prediction("P5", CELEBA, predictions.separation_estimate, note=_p5_note, where="§4.4",
+                test="mean $S_{\\rm traj}$ of the pooled runs below 0.5"),
+    _prediction("P6", CELEBA, _p6, note=lambda s: P6_NOTE, where="§4.3 (delay scaling)", test="not testable here"),
+    _prediction("P1", WATERBIRDS, _p1, where=W43, test="Spearman ρ(λ, final ‖θ‖²)"),
+    _prediction("P2", WATERBIRDS, predictions.regime_order, where=W43, test="all three regimes occur, in order of λ",
+                note=lambda s: (predictions.grid_note(s)
+                                + "; NHT ticks P2 on Waterbirds without an intermediate regime (nht.md §3.6)")),
+    _claim(ClaimSpec(
+        "W-D1", "Waterbirds: the norm grows monotonically for λ ≤ 0.1 and decays measurably for λ ≥ 0.3 (NHT §5.9)",
+        "\"For λ ≤ 0.1 the norm grows monotonically … (decay 0 %)\"; 6.7 % at λ = 0.3, 56.3 % at λ = 1.0 [paper, "
+        "nht.md §3.5]", "NHT",
+        AllOf((("weak for λ ≤ 0.1", AtLeast(f"the per-seed share of runs with λ ≤ {D1_WEAK_MAX_LAMBDA:g} in the "
+                                            "weak regime", MOST)),
+               ("decays for λ ≥ 0.3", AtLeast(f"the per-seed share of runs with λ ≥ {D1_DECAY_MIN_LAMBDA:g} whose "
+                                              f"‖θ‖² decays ≥ {DECAYING:g} % from its peak", MOST))))),
+        _weak_then_decaying, where=W43, test="share of weak runs (λ ≤ 0.1); share of decaying runs (λ ≥ 0.3)"),
+    _prediction("P3", WATERBIRDS, _p3, control=_alive, where=W43,
+                test="a null claim: ρ(λ, worst-group accuracy) within ±0.5, with a positive control",
+                note=lambda s: ("The control: per seed, the mean over the λ grid of the final mean-over-groups test "
+                                f"accuracy minus chance {CHANCE:g}")),
+    _prediction("P4", WATERBIRDS,
+                lambda s: predictions.head_first_share(s, runs=s.decay_pct >= DECAYING, minus=0.5, **LAYERS),
+                control=_contracts, where=W43,
+                test="a null claim: share of decaying runs with the head first within 0.5 ± 0.25, with a control",
+                note=lambda s: (f"Decaying runs: ‖θ‖² falls ≥ {DECAYING:g} % from its peak "
+                                f"({int((s.decay_pct >= DECAYING).sum())} runs); the control: per seed, the largest "
+                                "decay % over the λ grid")),
+    _prediction("P5", WATERBIRDS, predictions.separation_estimate, note=_p5_note, where="§4.4",
+                test="mean $S_{\\rm traj}$ of the pooled runs below 0.5"),
+    _prediction("P6", WATERBIRDS, _p6, note=lambda s: P6_NOTE, where="§4.3 (delay scaling)", test="not testable here"),
+)  # in the order the notebook records them: CelebA's, then Waterbirds'
 
 
 def numbers(runs: ChapterRuns) -> dict[str, float]:
@@ -522,4 +564,4 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())
+CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=CLAIMS)

@@ -6,12 +6,13 @@ What the notebook uses: `PRESETS` (one `RichnessPreset` per scale), `experiments
 as `Experiment`s: configs and probe), `run` (train or read back one experiment: a tidy run table with an
 `experiment` and a `chance` column and readable arm labels), the tables and numbers its figures and prose show
 (`arm_table`, `grok_points`, `alpha_numbers`, `spectra`, `eigen_summary`, `batchnorm_caveat`, `probe_classes`,
-`scale_note`), `CLAIMS` and `judge` (the verdicts, per seed with 95 % intervals).
+`scale_note`), `analyse` (the six run tables, checked, as one `RichnessRuns`) and `CHAPTER.claims` (the claims, each
+judged on that `RichnessRuns`, per seed with 95 % intervals).
 
 Every statistic a verdict reads is computed per seed — a paired difference between the arms of one seed, a Spearman
-ρ over one seed's α grid, a 1/0 per seed — then summarised by `nhtlib.report.statistics.interval`. The paper's numbers come
-from a secondary summary of the paper (`shared/papers/dlr.md` §0, §4: tag [sec]); none was verified against the
-paper's body, and every `paper` field says so.
+ρ over one seed's α grid, a 1/0 per seed — then summarised by `nhtlib.analysis.statistics.interval`. The paper's
+numbers come from a secondary summary of the paper (`shared/papers/dlr.md` §0, §4: tag [sec]); none was verified
+against the paper's body, and every `paper` field says so.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from nhtlib.analysis.metrics import eigen
 from nhtlib.analysis.metrics.features import richness_probe
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
-from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl
+from nhtlib.report.claims import Claim
+from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, PositiveControl
 from nhtlib.analysis.statistics import interval
 
 NAME = "05_dlr_batchnorm"
@@ -71,7 +73,7 @@ class ShortcutPreset(Config):
 
 
 @dataclass(frozen=True)
-class GrokPreset(Config):
+class DLRGrokPreset(Config):
     """§5.3 grokking: (a + b) mod p with the grokking chapter's MLP on two token embeddings (its calibration,
     nht.md §7.4), full-batch AdamW with weight decay 1 on the matrices."""
 
@@ -175,7 +177,7 @@ class RichnessPreset(Config):
     seeds: int  # seeds of every experiment; a verdict needs >= 3 (nhtlib.report.verdicts.MIN_UNITS)
     n_logs: int  # logged points of the MNIST and CIFAR runs (the probe runs at each)
     shortcut: ShortcutPreset
-    grok: GrokPreset
+    grok: DLRGrokPreset
     alpha: AlphaPreset
     vision: VisionPreset
     full_data: bool = False  # refuse to start unless MNIST and the CIFARs are complete (paper scale)
@@ -183,7 +185,7 @@ class RichnessPreset(Config):
     def validate(self) -> None:
         check_range("seeds", self.seeds, 1, None, integer=True)
         check_range("n_logs", self.n_logs, 1, None, integer=True)
-        for name, kind in (("shortcut", ShortcutPreset), ("grok", GrokPreset), ("alpha", AlphaPreset),
+        for name, kind in (("shortcut", ShortcutPreset), ("grok", DLRGrokPreset), ("alpha", AlphaPreset),
                            ("vision", VisionPreset)):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name}={getattr(self, name)!r} must be a {kind.__name__}")
@@ -205,14 +207,14 @@ PRESETS = {
     "smoke": RichnessPreset(
         seeds=1, n_logs=1,
         shortcut=ShortcutPreset(n_train=300, n_test=200, hidden=(32, 32), steps=15, probe=200),
-        grok=GrokPreset(p=13, steps=20, n_logs=2),
+        grok=DLRGrokPreset(p=13, steps=20, n_logs=2),
         alpha=AlphaPreset(alphas=(1.0, 16.0), n_train=200, hidden=(32, 32), steps=10, probe=200),
         vision=VisionPreset(n_train=100, n_test=100, image_size=8, width=1 / 16, epochs=1, probe=100, shuffle_n=100,
                             shuffle_epochs=1, lrs=(0.05, 0.2))),
     "cpu": RichnessPreset(
         seeds=3, n_logs=6,
         shortcut=ShortcutPreset(n_train=3000, n_test=2000, hidden=(256, 256), steps=400, probe=1000),
-        grok=GrokPreset(p=59, steps=4000, n_logs=40),
+        grok=DLRGrokPreset(p=59, steps=4000, n_logs=40),
         alpha=AlphaPreset(alphas=(1.0, 4.0, 16.0, 64.0), n_train=2000, hidden=(256, 256), steps=300, probe=1000),
         vision=VisionPreset(n_train=3000, n_test=1000, image_size=16, width=1 / 8, epochs=6, probe=1000,
                             shuffle_n=500, shuffle_epochs=30, lrs=(0.005, 0.05, 0.2))),
@@ -221,7 +223,7 @@ PRESETS = {
         shortcut=ShortcutPreset(n_train=60000, n_test=10000, hidden=(512, 512), steps=10000, probe=5000),
         # NSDL's Transformer at NSDL's settings (η = 1e-3, batch 512, λ = 1 on every parameter, 50 % split), probed
         # every 100 steps as dlr.md §4.3 asks; the paper's own model is a 2-layer Transformer [unknown details]
-        grok=GrokPreset(p=97, steps=10000, n_logs=100, train_frac=0.5, lr=1e-3, model="transformer",
+        grok=DLRGrokPreset(p=97, steps=10000, n_logs=100, train_frac=0.5, lr=1e-3, model="transformer",
                         batch_size=512, decay="all"),
         alpha=AlphaPreset(alphas=(0.25, 1.0, 4.0, 16.0, 64.0), n_train=10000, hidden=(512, 512), steps=5000,
                           probe=5000),
@@ -565,65 +567,7 @@ LEARNED = predictions.CONTROL_MIN_ACC_ABOVE_CHANCE  # a null claim's control: ac
 SHUFFLE_MARGIN = 0.05  # L2: |D_LR(shuffled) − D_LR(true)| < 0.05 (the paper's difference is 0.003 [sec])
 SHUFFLE_FITTED = 0.8  # L2's control: train accuracy on the random labels ≥ chance + 80 points (≥ 90 % at C = 10)
 
-CLAIMS = {
-    "R1": ClaimSpec(
-        "R1", "On Shortcut MNIST (ours) rich training (all layers) is richer (lower D_LR) yet generalises worse "
-              "than last-layer-only training — the book's stand-in for the paper's Fig. 1",
-        f"MNIST, construction unknown: rich 10.0 % test, D_LR 0.0087; lazy 74.4 %, 0.63 {UNVERIFIED}", "book",
-        AllOf((("richer", AtLeast("the per-seed D_LR(lazy) − D_LR(rich)", DIRECTION)),
-               ("worse", AtLeast("the per-seed test acc(lazy) − test acc(rich)", DIRECTION))))),
-    "G2": ClaimSpec(
-        "G2", "The book's grokking set-up groks: the training set is memorised (train ≥ 99 %, test < 50 %), then the "
-              "test accuracy reaches 95 % within the budget",
-        "the paper's Transformer on mod 97 groks (5.2 % test at step 200, 99.8 % at step 3000) [sec]; the MLP set-up "
-        "here is ours (nht.md §7.4 calibration)", "book",
-        AtLeast("the share of seeds that memorise, then grok", SEED_SHARE)),
-    "G1": ClaimSpec(
-        "G1", "Grokking is a lazy → rich transition: D_LR falls from memorisation to after grokking",
-        f"D_LR 0.51 at step 200 (5.2 % test) → 0.11 at step 3000 (99.8 %), 2-layer Transformer, mod 97 {UNVERIFIED}",
-        "D_LR", AtLeast("the per-seed fall D_LR(T_mem) − D_LR(last step) of the seeds that grokked", GROK_MIN_FALL)),
-    "A1": ClaimSpec(
-        "A1", "D_LR rises with the target down-scaling α (lazier)",
-        "D_LR 'changes consistently with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
-        AtLeast("the per-seed Spearman ρ(α, final D_LR)", ALPHA_MIN_RHO)),
-    "A2": ClaimSpec(
-        "A2", "‖θ‖² and S_init do not change with α",
-        "‖θ‖_F² and S_init show 'no change with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
-        AllOf((("‖θ‖²", Equivalent("the per-seed relative change of final ‖θ‖² from the smallest to the largest α",
-                                   FLAT_THETA, PositiveControl("the per-seed lowest test accuracy over α minus "
-                                                               "chance", LEARNED))),
-               ("S_init", Equivalent("the per-seed change of final S_init from the smallest to the largest α",
-                                     FLAT_S_INIT, PositiveControl("the per-seed lowest test accuracy over α minus "
-                                                                  "chance", LEARNED)))))),
-    "A3": ClaimSpec(
-        "A3", "NC1 moves in the opposite direction to D_LR across α",
-        "NC1 moves in the 'opposite direction' [sec][seed]; qualitative, no values [unknown]", "D_LR",
-        AtMost("the per-seed Spearman ρ(α, final NC1) times the sign of that seed's ρ(α, final D_LR)", NC1_MAX_RHO)),
-    "B1": ClaimSpec(
-        "B1", "BatchNorm makes VGG-16 richer (lower D_LR) and better (higher test accuracy)",
-        f"VGG-16 on CIFAR-100: without BN D_LR 0.66, 21.7 % test; with BN 0.073, 72.0 % {UNVERIFIED}", "D_LR",
-        AllOf((("richer", AtLeast("the per-seed D_LR(no BN) − D_LR(BN)", DIRECTION)),
-               ("better", AtLeast("the per-seed test acc(BN) − test acc(no BN)", DIRECTION))))),
-    "L1": ClaimSpec(
-        "L1", "The best learning rate is also the richest (ResNet18)",
-        f"ResNet18 on CIFAR-100, lr 0.005 / 0.05 / 0.2: D_LR 0.053 / 0.025 / 0.039, test 66.3 / 78.3 / 74.5 % "
-        f"{UNVERIFIED}", "D_LR",
-        AtLeast("the share of seeds whose best-test-accuracy lr is also their lowest-D_LR lr", SEED_SHARE)),
-    "L2": ClaimSpec(
-        "L2", "Fitting shuffled labels is as rich as fitting true labels (rich without generalising)",
-        f"CIFAR-10: true labels D_LR 0.031, 95.0 % test; fully shuffled 0.034, 9.5 % {UNVERIFIED}", "D_LR",
-        Equivalent("the per-seed D_LR(shuffled) − D_LR(true)", SHUFFLE_MARGIN,
-                   PositiveControl("the per-seed train accuracy on the shuffled labels minus chance",
-                                   SHUFFLE_FITTED))),
-    "E1": ClaimSpec(
-        "E1", "Rich features concentrate on about C eigen-directions that the head uses; lazy ones keep a long tail "
-              "(MF vs EF regime)",
-        "qualitative: the MF regime is 'dominated by a number of eigenfunctions equal to the number of classes' "
-        "[paper, v1 abstract]; the eigen-plot formulas are ours [ours]", "D_LR",
-        AllOf((("utilisation", AtLeast("the per-seed k(Π̂ ≥ 0.9) of lazy minus rich", DIRECTION)),
-               ("spectrum", AtLeast("the per-seed participation ratio of ρ, lazy minus rich", DIRECTION))))),
-}
-# The paper's values of what the figures plot, per arm [sec] (the numbers the claims' paper texts above quote)
+# The paper's values of what the figures plot, per arm [sec] (the numbers the paper texts of `CHAPTER.claims` quote)
 PAPER = {
     "shortcut": {"all": {"dlr": 0.0087, "test_acc": 0.100}, "head": {"dlr": 0.63, "test_acc": 0.744}},  # Fig. 1, MNIST
     "grokking": {"dlr": (0.51, 0.11), "test_acc": (0.052, 0.998), "steps": (200, 3000)},  # mod 97, before / after
@@ -632,8 +576,41 @@ PAPER = {
            0.2: {"dlr": 0.039, "test_acc": 0.745}},  # ResNet18, CIFAR-100
     "shuffle": {False: {"dlr": 0.031, "test_acc": 0.950}, True: {"dlr": 0.034, "test_acc": 0.095}},  # CIFAR-10
 }
-EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
-                 "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}
+
+EXPERIMENTS = ("shortcut", "grokking", "alpha", "batchnorm", "lr", "shuffle")  # the names `experiments` gives
+
+
+@dataclass(frozen=True, eq=False)
+class RichnessRuns:
+    """What chapter 5's claims are judged on (`analyse`): the run table of each experiment, as `run` returns it;
+    None for an experiment that was not given (a claim that reads it refuses)."""
+
+    shortcut: pd.DataFrame | None = None
+    grokking: pd.DataFrame | None = None
+    alpha: pd.DataFrame | None = None
+    batchnorm: pd.DataFrame | None = None
+    lr: pd.DataFrame | None = None
+    shuffle: pd.DataFrame | None = None
+
+    def of(self, experiment: str) -> pd.DataFrame:
+        """The run table of `experiment` (ConfigError when it was not analysed)."""
+        table = getattr(self, experiment)
+        if table is None:
+            raise ConfigError(f"the {experiment!r} runs were not analysed; a claim on them cannot be judged")
+        return table
+
+
+def analyse(runs: Mapping[str, pd.DataFrame]) -> RichnessRuns:
+    """The chapter's run tables (from `run`) keyed by experiment name (`EXPERIMENTS`), checked: every table holds
+    the runs of the experiment it is filed under, so no claim is judged on another experiment's runs."""
+    unknown = sorted(set(runs) - set(EXPERIMENTS))
+    if unknown:
+        raise ConfigError(f"unknown experiments {unknown}; chapter 5 runs {', '.join(EXPERIMENTS)}")
+    for name, table in runs.items():
+        found = set(table.experiment)
+        if found != {name}:
+            raise ConfigError(f"the {name!r} runs must hold that experiment's runs, not {sorted(found)}")
+    return RichnessRuns(**runs)
 
 
 def _end_change(final: pd.DataFrame, value: str, relative: bool) -> list[float]:
@@ -667,60 +644,85 @@ def _best_is_richest(final: pd.DataFrame) -> list[float]:
     return out
 
 
-def estimate(cid: str, table: pd.DataFrame) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
-    """(estimate, positive control or None, note) of claim `cid` from its experiment's run table; estimate None
-    when the measurement does not exist at this scale (G1 when no seed grokked)."""
-    final = last(table)
-    note = f"Measured on {final.dataset.iloc[0]}" if cid in ("B1", "L1", "L2") else ""
-    if cid == "R1":
-        return {"richer": statistics.paired_difference(final, "trainable", "head", "all", "dlr"),
-                "worse": statistics.paired_difference(final, "trainable", "head", "all", "test_acc")}, None, note
-    if cid == "G2":
-        return interval(grok_points(table).grokked, bounds=SHARE), None, note
-    if cid == "G1":
-        points = grok_points(table)
-        if not points.grokked.any():
-            return None, None, "No seed memorised, then grokked within this scale's budget"
-        return interval(points.fall), None, note
-    if cid == "A1":
-        return predictions.grid_spearman(final, "dlr", lam="alpha"), None, note
-    if cid == "A2":
-        control = interval([float(g.test_acc.min() - g.chance.iloc[0]) for _, g in final.groupby("seed")])
-        return {"‖θ‖²": interval(_end_change(final, "theta_sq", relative=True)),
-                "S_init": interval(_end_change(final, "s_init", relative=False))}, control, note
-    if cid == "A3":
-        return interval(_nc1_against_dlr(final), bounds=predictions.CORRELATION), None, note
-    if cid == "B1":
-        return {"richer": statistics.paired_difference(final, "batchnorm", False, True, "dlr"),
-                "better": statistics.paired_difference(final, "batchnorm", True, False, "test_acc")}, None, note
-    if cid == "L1":
-        return interval(_best_is_richest(final), bounds=SHARE), None, note
-    if cid == "L2":
-        fitted = final[final.shuffle_labels.astype(bool)]
-        control = interval((fitted.sort_values("seed").train_acc - fitted.chance).tolist())
-        return statistics.paired_difference(final, "shuffle_labels", True, False, "dlr"), control, note
-    if cid == "E1":
-        summary = eigen_summary(spectra(table)).reset_index()
-        lazy, rich = "lazy (last layer only)", "rich (all layers)"
-        return {"utilisation": statistics.paired_difference(summary, "training", lazy, rich, "k where Π̂ ≥ 0.9"),
-                "spectrum": statistics.paired_difference(summary, "training", lazy, rich,
-                                                          "participation ratio of ρ")}, None, note
-    raise KeyError(f"unknown claim {cid!r}; chapter 5 declares {', '.join(CLAIMS)}")
+def _measured_on(experiment: str):
+    """The note of a claim on CIFAR runs: which data set they read."""
+    return lambda runs: f"Measured on {last(runs.of(experiment)).dataset.iloc[0]}"
 
 
-def judge(table: pd.DataFrame, *ids: str) -> list[ClaimResult]:
-    """The claims `ids` judged on their experiment's run table (from `run`), in the order given."""
-    results = []
-    for cid in ids:
-        if cid not in CLAIMS:
-            raise KeyError(f"unknown claim {cid!r}; chapter 5 declares {', '.join(CLAIMS)}")
-        found = set(table.experiment)
-        if found != {EXPERIMENT_OF[cid]}:
-            raise ConfigError(f"claim {cid} is judged on the {EXPERIMENT_OF[cid]!r} runs, not on {sorted(found)}")
-        value, control, note = estimate(cid, table)
-        ours = "no seed grokked: the fall from memorisation does not exist here" if value is None else None
-        results.append(CLAIMS[cid].judge(value, control=control, note=note, ours=ours))
-    return results
+def _r1(runs: RichnessRuns) -> dict[str, Estimate]:
+    final = last(runs.of("shortcut"))
+    return {"richer": statistics.paired_difference(final, "trainable", "head", "all", "dlr"),
+            "worse": statistics.paired_difference(final, "trainable", "head", "all", "test_acc")}
+
+
+def _g2(runs: RichnessRuns) -> Estimate:
+    return interval(grok_points(runs.of("grokking")).grokked, bounds=SHARE)
+
+
+def _none_grokked(runs: RichnessRuns) -> bool:
+    return not grok_points(runs.of("grokking")).grokked.any()
+
+
+def _g1(runs: RichnessRuns) -> Estimate | None:
+    """None when no seed grokked: the fall from memorisation does not exist at this scale."""
+    points = grok_points(runs.of("grokking"))
+    return interval(points.fall) if points.grokked.any() else None
+
+
+def _g1_note(runs: RichnessRuns) -> str:
+    return "No seed memorised, then grokked within this scale's budget" if _none_grokked(runs) else ""
+
+
+def _g1_ours(runs: RichnessRuns) -> str | None:
+    return "no seed grokked: the fall from memorisation does not exist here" if _none_grokked(runs) else None
+
+
+def _a1(runs: RichnessRuns) -> Estimate:
+    return predictions.grid_spearman(last(runs.of("alpha")), "dlr", lam="alpha")
+
+
+def _a2(runs: RichnessRuns) -> dict[str, Estimate]:
+    final = last(runs.of("alpha"))
+    return {"‖θ‖²": interval(_end_change(final, "theta_sq", relative=True)),
+            "S_init": interval(_end_change(final, "s_init", relative=False))}
+
+
+def _a2_control(runs: RichnessRuns) -> Estimate:
+    """Per seed: the lowest test accuracy over α minus chance (the nets learned)."""
+    final = last(runs.of("alpha"))
+    return interval([float(g.test_acc.min() - g.chance.iloc[0]) for _, g in final.groupby("seed")])
+
+
+def _a3(runs: RichnessRuns) -> Estimate:
+    return interval(_nc1_against_dlr(last(runs.of("alpha"))), bounds=predictions.CORRELATION)
+
+
+def _b1(runs: RichnessRuns) -> dict[str, Estimate]:
+    final = last(runs.of("batchnorm"))
+    return {"richer": statistics.paired_difference(final, "batchnorm", False, True, "dlr"),
+            "better": statistics.paired_difference(final, "batchnorm", True, False, "test_acc")}
+
+
+def _l1(runs: RichnessRuns) -> Estimate:
+    return interval(_best_is_richest(last(runs.of("lr"))), bounds=SHARE)
+
+
+def _l2(runs: RichnessRuns) -> Estimate:
+    return statistics.paired_difference(last(runs.of("shuffle")), "shuffle_labels", True, False, "dlr")
+
+
+def _l2_control(runs: RichnessRuns) -> Estimate:
+    """Per seed: the train accuracy on the shuffled labels minus chance (the random labels were fitted)."""
+    final = last(runs.of("shuffle"))
+    fitted = final[final.shuffle_labels.astype(bool)]
+    return interval((fitted.sort_values("seed").train_acc - fitted.chance).tolist())
+
+
+def _e1(runs: RichnessRuns) -> dict[str, Estimate]:
+    summary = eigen_summary(spectra(runs.of("shortcut"))).reset_index()
+    lazy, rich = "lazy (last layer only)", "rich (all layers)"
+    return {"utilisation": statistics.paired_difference(summary, "training", lazy, rich, "k where Π̂ ≥ 0.9"),
+            "spectrum": statistics.paired_difference(summary, "training", lazy, rich, "participation ratio of ρ")}
 
 
 # ------------------------------------------------------------------------------------------------------ chapter
@@ -729,4 +731,78 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())
+CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=(
+    Claim(ClaimSpec(
+        "R1", "On Shortcut MNIST (ours) rich training (all layers) is richer (lower D_LR) yet generalises worse "
+              "than last-layer-only training — the book's stand-in for the paper's Fig. 1",
+        f"MNIST, construction unknown: rich 10.0 % test, D_LR 0.0087; lazy 74.4 %, 0.63 {UNVERIFIED}", "book",
+        AllOf((("richer", AtLeast("the per-seed D_LR(lazy) − D_LR(rich)", DIRECTION)),
+               ("worse", AtLeast("the per-seed test acc(lazy) − test acc(rich)", DIRECTION))))),
+        _r1, where="§5.2, {ref}`Fig. 5.1 <fig-5-1>`",
+        test=r"lazy − rich differences of $\mathcal D_{LR}$ and test accuracy on Shortcut MNIST (ours)"),
+    Claim(ClaimSpec(
+        "G2", "The book's grokking set-up groks: the training set is memorised (train ≥ 99 %, test < 50 %), then the "
+              "test accuracy reaches 95 % within the budget",
+        "the paper's Transformer on mod 97 groks (5.2 % test at step 200, 99.8 % at step 3000) [sec]; the MLP set-up "
+        "here is ours (nht.md §7.4 calibration)", "book",
+        AtLeast("the share of seeds that memorise, then grok", SEED_SHARE)),
+        _g2, where="§5.3, {ref}`Fig. 5.2 <fig-5-2>`", test="share of seeds that memorise, then generalise"),
+    Claim(ClaimSpec(
+        "G1", "Grokking is a lazy → rich transition: D_LR falls from memorisation to after grokking",
+        f"D_LR 0.51 at step 200 (5.2 % test) → 0.11 at step 3000 (99.8 %), 2-layer Transformer, mod 97 {UNVERIFIED}",
+        "D_LR", AtLeast("the per-seed fall D_LR(T_mem) − D_LR(last step) of the seeds that grokked", GROK_MIN_FALL)),
+        _g1, note=_g1_note, ours=_g1_ours, where="§5.3, {ref}`Fig. 5.2 <fig-5-2>`",
+        test=r"fall of $\mathcal D_{LR}$ from memorisation to the end"),
+    Claim(ClaimSpec(
+        "A1", "D_LR rises with the target down-scaling α (lazier)",
+        "D_LR 'changes consistently with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AtLeast("the per-seed Spearman ρ(α, final D_LR)", ALPHA_MIN_RHO)),
+        _a1, where="§5.4, {ref}`Fig. 5.3 <fig-5-3>`", test=r"Spearman ρ(α, $\mathcal D_{LR}$)"),
+    Claim(ClaimSpec(
+        "A2", "‖θ‖² and S_init do not change with α",
+        "‖θ‖_F² and S_init show 'no change with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AllOf((("‖θ‖²", Equivalent("the per-seed relative change of final ‖θ‖² from the smallest to the largest α",
+                                   FLAT_THETA, PositiveControl("the per-seed lowest test accuracy over α minus "
+                                                               "chance", LEARNED))),
+               ("S_init", Equivalent("the per-seed change of final S_init from the smallest to the largest α",
+                                     FLAT_S_INIT, PositiveControl("the per-seed lowest test accuracy over α minus "
+                                                                  "chance", LEARNED)))))),
+        _a2, control=_a2_control, where="§5.4",
+        test="change across α inside a margin (null claim, with a positive control)"),
+    Claim(ClaimSpec(
+        "A3", "NC1 moves in the opposite direction to D_LR across α",
+        "NC1 moves in the 'opposite direction' [sec][seed]; qualitative, no values [unknown]", "D_LR",
+        AtMost("the per-seed Spearman ρ(α, final NC1) times the sign of that seed's ρ(α, final D_LR)", NC1_MAX_RHO)),
+        _a3, where="§5.4", test=r"ρ(α, NC1) signed by the trend of $\mathcal D_{LR}$"),
+    Claim(ClaimSpec(
+        "B1", "BatchNorm makes VGG-16 richer (lower D_LR) and better (higher test accuracy)",
+        f"VGG-16 on CIFAR-100: without BN D_LR 0.66, 21.7 % test; with BN 0.073, 72.0 % {UNVERIFIED}", "D_LR",
+        AllOf((("richer", AtLeast("the per-seed D_LR(no BN) − D_LR(BN)", DIRECTION)),
+               ("better", AtLeast("the per-seed test acc(BN) − test acc(no BN)", DIRECTION))))),
+        _b1, note=_measured_on("batchnorm"), where="§5.5, {ref}`Fig. 5.4 <fig-5-4>`",
+        test=r"no BN − BN differences of $\mathcal D_{LR}$, BN − no BN of test accuracy"),
+    Claim(ClaimSpec(
+        "L1", "The best learning rate is also the richest (ResNet18)",
+        f"ResNet18 on CIFAR-100, lr 0.005 / 0.05 / 0.2: D_LR 0.053 / 0.025 / 0.039, test 66.3 / 78.3 / 74.5 % "
+        f"{UNVERIFIED}", "D_LR",
+        AtLeast("the share of seeds whose best-test-accuracy lr is also their lowest-D_LR lr", SEED_SHARE)),
+        _l1, note=_measured_on("lr"), where="§5.6, {ref}`Fig. 5.5 <fig-5-5>`",
+        test="share of seeds whose best lr is their richest"),
+    Claim(ClaimSpec(
+        "L2", "Fitting shuffled labels is as rich as fitting true labels (rich without generalising)",
+        f"CIFAR-10: true labels D_LR 0.031, 95.0 % test; fully shuffled 0.034, 9.5 % {UNVERIFIED}", "D_LR",
+        Equivalent("the per-seed D_LR(shuffled) − D_LR(true)", SHUFFLE_MARGIN,
+                   PositiveControl("the per-seed train accuracy on the shuffled labels minus chance",
+                                   SHUFFLE_FITTED))),
+        _l2, control=_l2_control, note=_measured_on("shuffle"), where="§5.6, {ref}`Fig. 5.5 <fig-5-5>`",
+        test=r"shuffled − true $\mathcal D_{LR}$ inside a margin (null claim, with a positive control)"),
+    Claim(ClaimSpec(
+        "E1", "Rich features concentrate on about C eigen-directions that the head uses; lazy ones keep a long tail "
+              "(MF vs EF regime)",
+        "qualitative: the MF regime is 'dominated by a number of eigenfunctions equal to the number of classes' "
+        "[paper, v1 abstract]; the eigen-plot formulas are ours [ours]", "D_LR",
+        AllOf((("utilisation", AtLeast("the per-seed k(Π̂ ≥ 0.9) of lazy minus rich", DIRECTION)),
+               ("spectrum", AtLeast("the per-seed participation ratio of ρ, lazy minus rich", DIRECTION))))),
+        _e1, where="§5.7, {ref}`Fig. 5.6 <fig-5-6>`",
+        test="lazy − rich of k(Π̂ ≥ 0.9) and of the participation ratio"),
+))  # the order in which the notebook's sections discuss them

@@ -38,6 +38,7 @@ from nhtlib.paths import final_chapter_dir, repo_root, source_hash
 
 SITE_SOURCE = Path("_build") / "site-src"  # relative to the checkout
 EXECUTED_PAGES = ("book/scoreboard.md", "book/plan.md")  # pages with code cells: executed by the site build
+CHAPTERS_MARK = "{{ chapters }}"  # intro.md's placeholder for the table of chapters (made from the registry)
 STATUS_MARK = "{{ verdicts:"  # intro.md's placeholder for a chapter's verdict counts: {{ verdicts:<chapter> }}
 
 
@@ -179,8 +180,22 @@ def verdict_counts_text(chapter: str, scale: str) -> str:
     return verdict_tally(pd.read_csv(path).verdict) or "no claims"
 
 
+def chapters_table(scale: str) -> str:
+    """The introduction's table of chapters, made from the registry (`nhtlib.chapters.CHAPTERS`): each chapter's
+    title (a link to its page), its summary and its verdict counts at `scale`."""
+    from nhtlib.chapters import CHAPTERS
+
+    rows = ["| Chapter | What it reproduces | Verdicts (this build) |", "|---|---|---|"]
+    for chapter in CHAPTERS.values():
+        rows.append(f"| {{doc}}`{chapter.title} <../notebooks/{chapter.name}>` | {chapter.summary or '—'} | "
+                    f"{verdict_counts_text(chapter.name, scale)} |")
+    return "\n".join(rows)
+
+
 def _render_intro(text: str, scale: str) -> str:
-    """intro.md with each ``{{ verdicts:<chapter> }}`` placeholder replaced by the chapter's verdict counts."""
+    """intro.md with ``{{ chapters }}`` replaced by the table of chapters (`chapters_table`) and each
+    ``{{ verdicts:<chapter> }}`` placeholder by the chapter's verdict counts."""
+    text = text.replace(CHAPTERS_MARK, chapters_table(scale)) if CHAPTERS_MARK in text else text
     out, start = [], 0
     while (i := text.find(STATUS_MARK, start)) >= 0:
         j = text.index("}}", i)

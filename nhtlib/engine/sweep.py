@@ -60,7 +60,7 @@ class RunConfig(Config):
 @dataclass(frozen=True)
 class Sweep:
     """One named experiment of a chapter: the members it trains and what is logged besides the defaults. A chapter
-    declares its sweeps once (``nhtlib.book.<chapter>.sweeps``); its run and the compute planner both read them, so
+    declares its sweeps once (``nhtlib.chapters.<chapter>.CHAPTER``); its run and the compute planner both read them, so
     the plan is of what will run.
 
     probe_examples: examples the extra metrics read at each log step (their forward passes are the planner's cost).
@@ -255,7 +255,7 @@ def run(configs: Sequence[RunConfig], *, device: str = "auto", cache: RunCache |
 
 def _fitted(configs: list[RunConfig], device: str, max_members: int) -> tuple[int, int | None]:
     """(members per batched call, evaluation batch size or None) for members that train together: what fits the
-    device's memory by the compute planner (`nhtlib.plan.fit_members`, which refuses before training when one
+    device's memory by the compute planner (`nhtlib.engine.memory.fit_members`, which refuses before training when one
     member does not fit), or max_members and the config's evaluation batch for tasks the planner cannot lay out."""
     fitted = memory.fit_members(configs, device, max_members)
     return fitted if fitted is not None else (max_members, None)

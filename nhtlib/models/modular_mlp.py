@@ -43,7 +43,7 @@ class ModularMLP(nn.Module):
         return self.head(nn.functional.gelu(self.hidden(e)))
 
 
-class _Group(nn.Module):
+class ParameterGroup(nn.Module):
     """A named container of parameters (its name is the layer name of the norm columns)."""
 
     def __init__(self, **params: torch.Tensor):
@@ -63,9 +63,9 @@ class BatchedModularMLP(nn.Module):
     def __init__(self, singles: Sequence[ModularMLP], fused_embedding: bool = True):
         super().__init__()
         stack = lambda get: torch.stack([get(s).detach() for s in singles])  # noqa: E731
-        self.embedding = _Group(a=stack(lambda s: s.embed_a.weight), b=stack(lambda s: s.embed_b.weight))
-        self.hidden = _Group(weight=stack(lambda s: s.hidden.weight), bias=stack(lambda s: s.hidden.bias))
-        self.head = _Group(weight=stack(lambda s: s.head.weight), bias=stack(lambda s: s.head.bias))
+        self.embedding = ParameterGroup(a=stack(lambda s: s.embed_a.weight), b=stack(lambda s: s.embed_b.weight))
+        self.hidden = ParameterGroup(weight=stack(lambda s: s.hidden.weight), bias=stack(lambda s: s.hidden.bias))
+        self.head = ParameterGroup(weight=stack(lambda s: s.head.weight), bias=stack(lambda s: s.head.bias))
         self.fused_embedding = fused_embedding
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

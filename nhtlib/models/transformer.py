@@ -24,7 +24,7 @@ from torch import nn
 
 from nhtlib.config import check_range
 from nhtlib.models.base import ModelConfig, init_under_seed
-from nhtlib.models.modular_mlp import _Group, gather_rows
+from nhtlib.models.modular_mlp import ParameterGroup, gather_rows
 
 
 class ModularTransformer(nn.Module):
@@ -63,19 +63,19 @@ class BatchedModularTransformer(nn.Module):
         first = layer(singles[0])
         self.heads = first.self_attn.num_heads
         self.eps = first.norm1.eps
-        self.embedding = _Group(token=stack(lambda s: s.tok.weight), position=stack(lambda s: s.pos.weight))
-        self.attention = _Group(
+        self.embedding = ParameterGroup(token=stack(lambda s: s.tok.weight), position=stack(lambda s: s.pos.weight))
+        self.attention = ParameterGroup(
             in_weight=stack(lambda s: layer(s).self_attn.in_proj_weight),
             in_bias=stack(lambda s: layer(s).self_attn.in_proj_bias),
             out_weight=stack(lambda s: layer(s).self_attn.out_proj.weight),
             out_bias=stack(lambda s: layer(s).self_attn.out_proj.bias))
-        self.ffn = _Group(w1=stack(lambda s: layer(s).linear1.weight), b1=stack(lambda s: layer(s).linear1.bias),
+        self.ffn = ParameterGroup(w1=stack(lambda s: layer(s).linear1.weight), b1=stack(lambda s: layer(s).linear1.bias),
                           w2=stack(lambda s: layer(s).linear2.weight), b2=stack(lambda s: layer(s).linear2.bias))
-        self.norms = _Group(
+        self.norms = ParameterGroup(
             ln1_weight=stack(lambda s: layer(s).norm1.weight), ln1_bias=stack(lambda s: layer(s).norm1.bias),
             ln2_weight=stack(lambda s: layer(s).norm2.weight), ln2_bias=stack(lambda s: layer(s).norm2.bias),
             final_weight=stack(lambda s: s.norm.weight), final_bias=stack(lambda s: s.norm.bias))
-        self.head = _Group(weight=stack(lambda s: s.head.weight), bias=stack(lambda s: s.head.bias))
+        self.head = ParameterGroup(weight=stack(lambda s: s.head.weight), bias=stack(lambda s: s.head.bias))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (K, B, 2) long -> logits (K, B, p)."""

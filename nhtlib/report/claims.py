@@ -24,7 +24,6 @@ from nhtlib.report.verdicts import INCONCLUSIVE, NOT_TESTABLE, VERDICTS, ClaimRe
 
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
            "null", "note"]
-UNASSIGNED = "unassigned"  # the source of a row without one (a claims.csv from before every claim was declared)
 
 
 EstimateOf = Callable[[Any], "Estimate | Mapping[str, Estimate] | None"]
@@ -97,7 +96,9 @@ class Claims:
         return Markdown(verdict_markdown(*(rows[i] for i in ids)))
 
     def record(self, result: ClaimResult) -> ClaimResult:
-        """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose)."""
+        """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose). Refuses a
+        second row with the same id and a verdict outside `VERDICTS`."""
+        check_choice("verdict", result.verdict, VERDICTS)
         if any(c.id == result.id for c in self._claims):
             raise ConfigError(f"claim id {result.id!r} is recorded twice in chapter {self.chapter!r}")
         self._claims.append(result)
@@ -167,10 +168,8 @@ def scoreboard(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
 
 
 def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:
-    """`by` (chapter, or source: NHT / NSDL / D_LR / book, 'unassigned' for rows recorded without a declared claim)
-    x verdicts count table, with a total row."""
-    keyed = frame.assign(source=frame.get("source", pd.Series("", index=frame.index)).replace("", UNASSIGNED))
-    counts = keyed.groupby([by, "verdict"]).size().unstack(fill_value=0)
+    """`by` (chapter, or source: NHT / NSDL / D_LR / book) x verdicts count table, with a total row."""
+    counts = frame.groupby([by, "verdict"]).size().unstack(fill_value=0)
     counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
     counts.loc["total"] = counts.sum()
     return counts

@@ -251,7 +251,7 @@ class NotTested(Rule):
 @dataclass(frozen=True)
 class ClaimResult:
     """One claims row (see shared/design/verdicts.md "What a row shows"). n, low and high are None for a row whose
-    verdict was decided without a declared rule (`nhtlib.report.claims.Claims.add`)."""
+    verdict was decided without a declared rule (a claims.csv written before every claim was declared)."""
 
     id: str
     statement: str

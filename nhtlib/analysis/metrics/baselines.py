@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
-from nhtlib.analysis.metrics.dlr import _as64, eigh_desc, linear_cka
+from nhtlib.analysis.metrics.dlr import as_float64, eigh_desc, linear_cka
 
 
 def param_norm_sq(params: Iterable[torch.Tensor]) -> float:
@@ -24,7 +24,7 @@ def param_norm_sq(params: Iterable[torch.Tensor]) -> float:
 
 
 def _class_stats(features, labels):
-    phi = _as64(features)
+    phi = as_float64(features)
     y = torch.as_tensor(labels).long()
     classes = torch.unique(y)
     mu_g = phi.mean(0)

@@ -59,7 +59,7 @@ class DLRResult:
         return self.value
 
 
-def _as64(x) -> torch.Tensor:
+def as_float64(x) -> torch.Tensor:
     t = torch.as_tensor(x)
     t = t.detach().to(device="cpu", dtype=torch.float64)
     return t.unsqueeze(1) if t.dim() == 1 else t
@@ -71,7 +71,7 @@ def output_basis(outputs: torch.Tensor, variant: str = "literal", rtol: float = 
     s_i > rtol * s_1; (None, 0) when the outputs are constant."""
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r}; choose one of {VARIANTS}")
-    f = _as64(outputs)
+    f = as_float64(outputs)
     if variant == "centred_span":
         f = f - f.mean(0, keepdim=True)
     # singular values s_i = sqrt(eigenvalues of the C x C Gram): O(n C^2 + C^3), much faster than an SVD of F
@@ -128,7 +128,7 @@ def dlr(features, outputs, variant: str = "literal", rtol: float = RANK_RTOL, *,
 
 
 def _dlr(features, outputs, variant: str, rtol: float, detail: bool):
-    phi, f = _as64(features), _as64(outputs)
+    phi, f = as_float64(features), as_float64(outputs)
     n, p = phi.shape
     if f.shape[0] != n:
         raise ValueError(f"features have {n} rows but outputs have {f.shape[0]}")
@@ -156,7 +156,7 @@ def _dlr(features, outputs, variant: str, rtol: float, detail: bool):
 
 def cka_kernel(k: torch.Tensor, l: torch.Tensor) -> float:
     """Kornblith's CKA of two n x n Gram matrices (biased HSIC, centring H K H)."""
-    k, l = _as64(k), _as64(l)
+    k, l = as_float64(k), as_float64(l)
     n = k.shape[0]
     h = torch.eye(n, dtype=torch.float64) - 1.0 / n
     kc, lc = h @ k @ h, h @ l @ h
@@ -167,7 +167,7 @@ def dlr_kernel(features, outputs, variant: str = "literal", a1: float = 1.0, a2:
                rtol: float = RANK_RTOL) -> float:
     """Kernel (n x n) form of D_LR: 1 - CKA(Phi Phi^T, a1/n 11^T + a2 P), P the pseudo-inverse projector
     F (F^T F)^+ F^T (literal) or onto span(F_c) (centred_span). O(n^2 (p + C)): a test oracle, not for use."""
-    phi, f = _as64(features), _as64(outputs)
+    phi, f = as_float64(features), as_float64(outputs)
     n = phi.shape[0]
     if variant == "centred_span":
         f = f - f.mean(0, keepdim=True)
@@ -182,7 +182,7 @@ def dlr_kernel(features, outputs, variant: str = "literal", a1: float = 1.0, a2:
 
 def linear_cka(x, y) -> float:
     """Linear CKA of two representations (n x p, n x q), columns centred: ||Y_c^T X_c||_F^2 / (||X_c^T X_c|| ||Y_c^T Y_c||)."""
-    x, y = _as64(x), _as64(y)
+    x, y = as_float64(x), as_float64(y)
     x, y = x - x.mean(0, keepdim=True), y - y.mean(0, keepdim=True)
     num = (y.T @ x).pow(2).sum()
     den = _feature_self_term(x) * _feature_self_term(y)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nhtlib.analysis.metrics.dlr import RANK_RTOL, _as64, eigh_desc, output_basis
+from nhtlib.analysis.metrics.dlr import RANK_RTOL, as_float64, eigh_desc, output_basis
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _cumulative_share(e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 def spectrum(features, outputs, target=None, tol: float = 1e-10, rtol: float = RANK_RTOL) -> Spectrum:
     """Eigenvalues, cumulative quality (against `target`, (n, C) or (n,)), cumulative utilisation (against the
     learned `outputs`) and the learned-space shares u_k; eigen-directions with rho_k <= tol * rho_1 are dropped."""
-    phi, f = _as64(features), _as64(outputs)
+    phi, f = as_float64(features), as_float64(outputs)
     n = phi.shape[0]
     phi_c = phi - phi.mean(0, keepdim=True)
     rho, v = eigh_desc(phi_c.T @ phi_c / n)
@@ -62,7 +62,7 @@ def spectrum(features, outputs, target=None, tol: float = 1e-10, rtol: float = R
     e = phi_c @ v / rho.sqrt()  # (n, k) Nystrom eigenfunctions on the sample, orthonormal under <.,.>_n
     basis, r = output_basis(f, "centred_span", rtol)
     u = (basis.T @ e).pow(2).sum(0) / n if basis is not None else torch.full_like(rho, float("nan"))
-    pi_star = _cumulative_share(e, _as64(target)) if target is not None else None
+    pi_star = _cumulative_share(e, as_float64(target)) if target is not None else None
     return Spectrum(rho, rho / rho[0], pi_star, _cumulative_share(e, f), u, r)
 
 
