@@ -35,14 +35,26 @@ def test_presets_reject_bad_values():
 
 
 def test_claims_are_declared_once_with_the_shared_predictions():
-    ids = list(borders.CLAIMS)
+    claims = borders.CHAPTER.claims
+    ids = [c.id for c in claims]
     assert len(ids) == len(set(ids))
+    assert ids == ["P1", "P2", "T2-2", "T2-3", "P3", "T2-4", "B1", "P4", "PH1", "AB1", "AB2", "P6", "P5", "T2-5"]
     assert "T2-1" not in ids and "T2-6" not in ids  # they are P2 and P6
     for pid in predictions.PREDICTIONS:
-        assert borders.CLAIMS[pid] == predictions.spec(pid, borders.DOMAIN)
-    for spec in borders.CLAIMS.values():
-        assert spec.source in SOURCES and "[" in spec.paper  # the paper's value keeps its source tag
-    assert borders.CLAIMS["T2-5"].rule.null
+        assert borders.CHAPTER.claim(pid).spec == predictions.spec(pid, borders.DOMAIN)
+    for c in claims:
+        assert c.spec.source in SOURCES and "[" in c.spec.paper  # the paper's value keeps its source tag
+        assert c.where and c.test  # the chapter's opening table (`overview_markdown`) shows both
+    assert borders.CHAPTER.claim("T2-5").spec.rule.null
+
+
+def test_sweeps_are_named_by_the_module_constants():
+    preset = borders.PRESETS["smoke"]
+    names = [s.name for s in borders.CHAPTER.sweeps("smoke")]
+    assert names == ([borders.LAMBDA_SWEEP] + [borders.RHO_SWEEP.format(rho=rho) for rho in preset.rhos]
+                     + list(borders.MODELS))  # no phase-diagram extras at smoke scale
+    # the labels the planner and the progress bars show
+    assert borders.LAMBDA_SWEEP == "λ sweep" and borders.RHO_SWEEP.format(rho=0.5) == "ρ = 0.5"
 
 
 # ------------------------------------------------------------------------------------- synthetic summaries
@@ -82,8 +94,7 @@ def _runs(sum_a=None, sum_b=None, sum_abl=None):
 
 
 def _verdict(cid, runs):
-    value, control, note = borders.estimate(cid, runs)
-    return borders.CLAIMS[cid].judge(value, control=control, note=note).verdict
+    return borders.CHAPTER.claim(cid).judge(runs).verdict
 
 
 def test_lambda_sweep_claims_on_a_paper_like_table():

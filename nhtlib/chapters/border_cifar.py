@@ -6,12 +6,13 @@ What the notebook uses: `PRESETS` (one `BorderPreset` per scale), `task` / `exam
 `sweeps` (every sweep, as the compute planner reads them), `run` (train or read back every experiment: a `BorderRuns` of run tables and per-run summaries), the tables and
 views its figures show (`table_a`, `table_b`, `rho_curves`, `layer_focus`, `layer_view`, `layer_table`, `phase`,
 `clean_map`, `ablation_view`, `ablation_table`, `transition_table`, `inverse_lambda_fit`, `separation_scores`,
-`numbers`), `CLAIMS` and `judge` (the verdicts, per seed with 95 % intervals).
+`numbers`) and `CHAPTER` (its `claims`: `nhtlib.report.claims.Claim`s judged on `run`'s `BorderRuns`, per seed
+with 95 % intervals; `CHAPTER.judge(runs)` gives every row).
 
 NHT's P1–P6 come from `nhtlib.report.predictions` (declared once for chapters 1–4, with NHT Table 3 as data). NHT's Table 2
 checklist (shared/papers/nht.md §2) keeps its ids T2-2 … T2-5; its item 1 (three regimes) is P2 and its item 6
 (T ∝ 1/λ fails) is P6, so neither is declared twice. Every statistic is computed per seed (each seed has its own
-border draw and initialisation), then summarised by `nhtlib.report.statistics.interval`.
+border draw and initialisation), then summarised by `nhtlib.analysis.statistics.interval`.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from nhtlib.analysis import vision
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
-from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Equivalent, Estimate, PositiveControl
+from nhtlib.report.claims import Claim
+from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, PositiveControl
 from nhtlib.analysis.statistics import interval, sd_interval
 
 NAME = "03_border_cifar"
@@ -49,6 +51,11 @@ HEAD, BODY = "head", "conv1"  # the layers P4 compares
 MODELS = {"SimpleCNN": None, "ResNet18 + BN": "batch", "ResNet18 + GN": "group", "ResNet18 (no norm)": "none"}
 HEAD_OF = {"SimpleCNN": "head", "ResNet18 + BN": "net.head", "ResNet18 + GN": "net.head",
            "ResNet18 (no norm)": "net.head"}
+# the sweeps' names (`sweeps`; `CHAPTER.runs(name, scale)`): another chapter refers to these, never to the strings
+LAMBDA_SWEEP = "λ sweep"  # Experiment A (and C) at ρ = 0.95
+RHO_SWEEP = "ρ = {rho}"  # Experiment B at λ = 0.1, one sweep per ρ: RHO_SWEEP.format(rho=0.5)
+PHASE_SWEEP = "phase, ρ = {rho}"  # the phase diagram's extra λ's at one ρ ≠ 0.95: PHASE_SWEEP.format(rho=0.5)
+# the ablation's sweeps are named by the models: the keys of MODELS
 
 
 # ------------------------------------------------------------------------------------------------------ presets
@@ -174,9 +181,10 @@ def example_rows(example) -> dict:
 
 # --------------------------------------------------------------------------------------------------------- runs
 
-@dataclass
+@dataclass(frozen=True)
 class BorderRuns:
-    """Every run of the chapter: run tables (one row per logged epoch) and per-run summaries (`vision.summarise`)."""
+    """Every run of the chapter: run tables (one row per logged epoch) and per-run summaries (`vision.summarise`).
+    What `run` returns and every claim's estimate takes (`CHAPTER.judge(runs)`)."""
 
     runs_a: pd.DataFrame  # λ sweep at ρ = 0.95 (also Experiment C: per-layer norms)
     sum_a: pd.DataFrame
@@ -193,14 +201,15 @@ def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> 
     (Experiment B), the phase diagram's extra λ's per ρ, and one ablation sweep per model (named as in `MODELS`)."""
     seeds = range(first_seed, first_seed + preset.seeds)
     base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
-    out = [with_dlr("λ sweep", grid(base, seeds=seeds, weight_decays=preset.lambdas))]
+    out = [with_dlr(LAMBDA_SWEEP, grid(base, seeds=seeds, weight_decays=preset.lambdas))]
     rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
-    out += [Sweep(f"ρ = {rho}", tuple(grid(base.replace(task=task(preset, data_root, rho)), seeds=rho_seeds,
-                                           weight_decays=[LAMBDA_B]))) for rho in preset.rhos]
+    out += [Sweep(RHO_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
+                                                        seeds=rho_seeds, weight_decays=[LAMBDA_B])))
+            for rho in preset.rhos]
     extra_lams = [lam for lam in preset.phase_lambdas if lam != LAMBDA_B]
     phase_seeds = range(first_seed, first_seed + preset.phase_seeds)
-    out += [Sweep(f"phase, ρ = {rho}", tuple(grid(base.replace(task=task(preset, data_root, rho)),
-                                                  seeds=phase_seeds, weight_decays=extra_lams)))
+    out += [Sweep(PHASE_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
+                                                            seeds=phase_seeds, weight_decays=extra_lams)))
             for rho in preset.rhos if rho != RHO_A and extra_lams]
     ablation = base.replace(train=train_config(preset, preset.ablation_epochs))
     ablation_seeds = range(first_seed, first_seed + preset.ablation_seeds)
@@ -238,13 +247,13 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
     plan.check_data(declared, full=preset.full_data)  # before anything is built or trained
     by_name = {s.name: s for s in declared}
     load = dict(preset=preset, device=device, progress=progress)
-    runs_a = _load(by_name["λ sweep"], **load).assign(rho=RHO_A)
+    runs_a = _load(by_name[LAMBDA_SWEEP], **load).assign(rho=RHO_A)
     sum_a = _with_separation(runs_a, vision.summarise(runs_a, ["lam", "seed"], layers=CONVS, **kw))
-    runs_b = pd.concat([_load(by_name[f"ρ = {rho}"], **load).assign(rho=rho) for rho in preset.rhos],
+    runs_b = pd.concat([_load(by_name[RHO_SWEEP.format(rho=rho)], **load).assign(rho=rho) for rho in preset.rhos],
                        ignore_index=True)
     sum_b = vision.summarise(runs_b, ["rho", "seed"], **kw)
-    extra = [vision.summarise(_load(by_name[f"phase, ρ = {rho}"], **load), ["lam", "seed"], **kw).assign(rho=rho)
-             for rho in preset.rhos if f"phase, ρ = {rho}" in by_name]
+    extra = [vision.summarise(_load(by_name[PHASE_SWEEP.format(rho=rho)], **load), ["lam", "seed"], **kw)
+             .assign(rho=rho) for rho in preset.rhos if PHASE_SWEEP.format(rho=rho) in by_name]
     parts, sums = [], []
     for name in MODELS:
         r = _load(by_name[name], **load)
@@ -476,55 +485,7 @@ LEARNED = predictions.CONTROL_MIN_ACC_ABOVE_CHANCE  # the null's control: clean 
 AB1_ORDER = (("BN > no norm", "ResNet18 + BN", "ResNet18 (no norm)"),
              ("no norm > SimpleCNN", "ResNet18 (no norm)", "SimpleCNN"),
              ("SimpleCNN > GN", "SimpleCNN", "ResNet18 + GN"))
-
-CLAIMS = {
-    "P1": predictions.spec("P1", DOMAIN),
-    "P2": predictions.spec("P2", DOMAIN),  # = Table 2 #1, three-regime structure
-    "T2-2": ClaimSpec(
-        "T2-2", "Norm peak-then-decay for λ ≥ 0.05 (Table 2 #2)",
-        "✓ \"λ ≥ 0.05, up to 64% decay\" [paper, Table 2]; decay 5.0–64 % at λ = 0.05–1.0 [digitised, Fig. 1]",
-        "NHT", AtLeast(f"the per-seed share of runs with λ ≥ {T22_MIN_LAMBDA:g} whose ‖θ‖² decays ≥ "
-                       f"{T22_MIN_DECAY:g} % from its peak", MOST)),
-    "T2-3": ClaimSpec(
-        "T2-3", "Stronger λ → more contraction (Table 2 #3)",
-        "✓ \"Monotonic, 7 values\" [paper, Table 2]; 0.4 → 64 % [digitised, Fig. 1]", "NHT",
-        AtLeast("the per-seed Spearman ρ(λ, decay % of ‖θ‖² from its peak)", T23_MIN_RHO)),
-    "P3": predictions.spec("P3", DOMAIN),  # P3a: clean accuracy falls with λ (the sign matters)
-    "T2-4": ClaimSpec(
-        "T2-4", "Stronger shortcut → harder transition: clean accuracy falls as ρ grows (Table 2 #4)",
-        "✓ \"78% → 10%\" [paper, Table 2]; 78.2 / 74.8 / 58.5 / 10.2 % at ρ = 0.5 / 0.8 / 0.95 / 1.0 "
-        "[digitised, Fig. 2; end points paper]", "NHT",
-        AtMost("the per-seed Spearman ρ(ρ, final clean accuracy) at λ = 0.1", T24_MAX_RHO)),
-    "B1": ClaimSpec(
-        "B1", "Shortcut reliance rises with ρ and is complete at ρ = 1 (Fig. 2b)",
-        "0.40 → 0.70 → 0.70 → 1.00 [digitised, Fig. 2b]; \"shortcut reliance = 1.0\" at ρ = 1.0 [paper]", "NHT",
-        AllOf((("rises", AtLeast("the per-seed Spearman ρ(ρ, final shortcut reliance)", B1_MIN_RHO)),
-               ("complete at the largest ρ", AtLeast("the per-seed final shortcut reliance at the largest ρ",
-                                                     B1_MIN_RELIANCE))))),
-    "P4": predictions.spec("P4", DOMAIN),
-    "PH1": ClaimSpec(
-        "PH1", "Phase diagram: at ρ = 1 the shortcut dominates (clean accuracy ≤ 15%) at every λ (Fig. 3)",
-        "shortcut-dominated (high ρ, low λ) ≤ 15 %; NHT centre 55–78 %; structured ≥ 75 %; suppressed ≤ 44 % "
-        "[paper, Fig. 3 caption]", "NHT",
-        AtMost("the per-seed highest final clean accuracy over the λ grid at ρ = 1", PH1_MAX_CLEAN)),
-    "AB1": ClaimSpec(
-        "AB1", "Clean accuracy ranks ResNet18+BN > no norm > SimpleCNN > ResNet18+GN (§5.8)",
-        "78.1 > 69.8 > 61.6 > 50.5 % at epoch 200 [paper, §5.8]", "NHT",
-        AllOf(tuple((name, AtLeast(f"the per-seed clean accuracy of {a} minus {b}", AB_DIRECTION))
-                    for name, a, b in AB1_ORDER))),
-    "AB2": ClaimSpec(
-        "AB2", "Peak-then-decay of ‖θ‖² in all four architectures (normalisation compatibility, §5.8)",
-        "BN 66 %, GN 67 % decay [paper, §5.8]; all four peak at epoch 50–60 [paper-ed]", "NHT",
-        AllOf(tuple((name, AtLeast(f"the per-seed decay % of ‖θ‖² from its peak ({name})", T22_MIN_DECAY))
-                    for name in MODELS))),
-    "P6": predictions.spec("P6", DOMAIN),  # = Table 2 #6, a measured failure (×): R² below 0.9
-    "P5": predictions.spec("P5", DOMAIN),
-    "T2-5": ClaimSpec(
-        "T2-5", "Reproducibility across seeds: clean accuracy at λ = 0.1 varies little between seeds (Table 2 #5)",
-        "✓ \"4 seeds, std = 2.3%\" [paper, Table 2]", "NHT",
-        Equivalent("the sd over seeds of the final clean accuracy at λ = 0.1 (chi-square interval)", T25_MARGIN,
-                   PositiveControl("the per-seed final clean accuracy at λ = 0.1 minus chance", LEARNED))),
-}
+B1_TOP = "complete at the largest ρ"  # B1's second part
 
 
 def _share_decaying(g: pd.DataFrame) -> float:
@@ -532,67 +493,123 @@ def _share_decaying(g: pd.DataFrame) -> float:
     return float((big.decay_pct >= T22_MIN_DECAY).mean()) if len(big) else float("nan")
 
 
-def estimate(cid: str, runs: BorderRuns) -> tuple[Estimate | dict[str, Estimate] | None, Estimate | None, str]:
-    """(estimate, positive control or None, note) of claim `cid`; estimate None when its runs do not exist at this
-    scale (PH1 without the full phase grid)."""
-    a, b, abl = runs.sum_a, runs.sum_b, runs.sum_abl
-    if cid == "P1":
-        return predictions.grid_spearman(a, "V_final"), None, ""
-    if cid == "P2":
-        return predictions.regime_order(a), None, predictions.grid_note(a)
-    if cid == "T2-2":
-        return interval(statistics.per_seed(a, _share_decaying), bounds=SHARE), None, ""
-    if cid == "T2-3":
-        return predictions.grid_spearman(a, "decay_pct"), None, ""
-    if cid == "P3":
-        note = "P3a (a monotone fall), as NHT scores it (nht.md §3.6)"
-        return predictions.grid_spearman(a, "final_clean_acc"), None, note
-    if cid == "T2-4":
-        return predictions.grid_spearman(b, "final_clean_acc", lam="rho"), None, ""
-    if cid == "B1":
-        top = float(b.rho.max())
-        return {"rises": predictions.grid_spearman(b, "final_shortcut_acc", lam="rho"),
-                "complete at the largest ρ": predictions.seed_mean(b, "final_shortcut_acc", runs=b.rho == top,
-                                                                    bounds=SHARE)
-                }, None, f"Largest ρ run: {top:g}"
-    if cid == "P4":
-        return predictions.head_first_share(a, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
-                                            head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
-                                            runs=a.regime == "intermediate"), None, ""
-    if cid == "PH1":
-        grid_ = phase(runs)
-        at_one = grid_[grid_.rho == 1.0]
-        if phase_cells(runs) < len(PAPER_LAMBDAS) * len(PAPER_RHOS) or not len(at_one):
-            return None, None, f"Only {phase_cells(runs)} of the paper's 28 (λ, ρ) cells run at this scale"
-        return interval(statistics.per_seed(at_one, lambda g: g.final_clean_acc.max()), bounds=SHARE), None, ""
-    if cid == "AB1":
-        return {name: statistics.paired_difference(abl, "model", x, y, "final_clean_acc")
-                for name, x, y in AB1_ORDER}, None, ""
-    if cid == "AB2":
-        return {name: interval(abl[abl.model == name].sort_values("seed").decay_pct.tolist()) for name in MODELS
-                }, None, ""
-    if cid == "P6":
-        n = len(transition_runs(runs))
-        note = f"T is T_{runs.transition_time}, per seed over the λ's with a finite T; {n} such runs"
-        return predictions.inverse_lambda_r2(transition_runs(runs), f"T_{runs.transition_time}"), None, note
-    if cid == "P5":
-        return predictions.separation_estimate(runs.sum_a), None, ""
-    if cid == "T2-5":
-        at = a[a.lam == LAMBDA_B].sort_values("seed")
-        control = interval((at.final_clean_acc - CHANCE).tolist())
-        return sd_interval(at.final_clean_acc.tolist()), control, ""
-    raise KeyError(f"unknown claim {cid!r}; chapter 3 declares {', '.join(CLAIMS)}")
+def _b1(runs: BorderRuns) -> dict[str, Estimate]:
+    b = runs.sum_b
+    return {"rises": predictions.grid_spearman(b, "final_shortcut_acc", lam="rho"),
+            B1_TOP: predictions.seed_mean(b, "final_shortcut_acc", runs=b.rho == float(b.rho.max()), bounds=SHARE)}
 
 
-def judge(runs: BorderRuns, *ids: str) -> list[ClaimResult]:
-    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates."""
-    results = []
-    for cid in ids or tuple(CLAIMS):
-        if cid not in CLAIMS:
-            raise KeyError(f"unknown claim {cid!r}; chapter 3 declares {', '.join(CLAIMS)}")
-        value, control, note = estimate(cid, runs)
-        results.append(CLAIMS[cid].judge(value, control=control, note=note))
-    return results
+def _p4(runs: BorderRuns) -> Estimate:
+    a = runs.sum_a
+    return predictions.head_first_share(a, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
+                                        head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
+                                        runs=a.regime == "intermediate")
+
+
+def _full_phase_grid(runs: BorderRuns) -> bool:
+    """Whether every one of the paper's 28 (λ, ρ) cells was run and ρ = 1 is among them (PH1 needs both)."""
+    grid_ = phase(runs)
+    return phase_cells(runs) >= len(PAPER_LAMBDAS) * len(PAPER_RHOS) and bool(len(grid_[grid_.rho == 1.0]))
+
+
+def _ph1(runs: BorderRuns) -> Estimate | None:
+    """None (not testable here) without the full phase grid."""
+    if not _full_phase_grid(runs):
+        return None
+    grid_ = phase(runs)
+    return interval(statistics.per_seed(grid_[grid_.rho == 1.0], lambda g: g.final_clean_acc.max()), bounds=SHARE)
+
+
+def _ph1_note(runs: BorderRuns) -> str:
+    if _full_phase_grid(runs):
+        return ""
+    return f"Only {phase_cells(runs)} of the paper's 28 (λ, ρ) cells run at this scale"
+
+
+def _t25_runs(runs: BorderRuns) -> pd.DataFrame:
+    a = runs.sum_a
+    return a[a.lam == LAMBDA_B].sort_values("seed")
+
+
+# CHAPTER.claims, in the order of the chapter's sections; P1–P6 are the shared `predictions` (NHT Table 3)
+_CLAIMS = (
+    Claim(predictions.spec("P1", DOMAIN), lambda r: predictions.grid_spearman(r.sum_a, "V_final"),
+          where="§3.2, Table 3.1", test="Spearman ρ(λ, final ‖θ‖²)"),
+    Claim(predictions.spec("P2", DOMAIN),  # = Table 2 #1, three-regime structure
+          lambda r: predictions.regime_order(r.sum_a), note=lambda r: predictions.grid_note(r.sum_a),
+          where="§3.2, {ref}`Fig. 3.2 <fig-3-2>`", test="all three occur, in order of λ"),
+    Claim(ClaimSpec(
+        "T2-2", "Norm peak-then-decay for λ ≥ 0.05 (Table 2 #2)",
+        "✓ \"λ ≥ 0.05, up to 64% decay\" [paper, Table 2]; decay 5.0–64 % at λ = 0.05–1.0 [digitised, Fig. 1]",
+        "NHT", AtLeast(f"the per-seed share of runs with λ ≥ {T22_MIN_LAMBDA:g} whose ‖θ‖² decays ≥ "
+                       f"{T22_MIN_DECAY:g} % from its peak", MOST)),
+          lambda r: interval(statistics.per_seed(r.sum_a, _share_decaying), bounds=SHARE),
+          where="§3.2", test="share of decaying runs"),
+    Claim(ClaimSpec(
+        "T2-3", "Stronger λ → more contraction (Table 2 #3)",
+        "✓ \"Monotonic, 7 values\" [paper, Table 2]; 0.4 → 64 % [digitised, Fig. 1]", "NHT",
+        AtLeast("the per-seed Spearman ρ(λ, decay % of ‖θ‖² from its peak)", T23_MIN_RHO)),
+          lambda r: predictions.grid_spearman(r.sum_a, "decay_pct"), where="§3.2",
+          test="Spearman ρ(λ, decay %)"),
+    Claim(predictions.spec("P3", DOMAIN),  # P3a: clean accuracy falls with λ (the sign matters)
+          lambda r: predictions.grid_spearman(r.sum_a, "final_clean_acc"),
+          note=lambda r: "P3a (a monotone fall), as NHT scores it (nht.md §3.6)",
+          where="§3.2", test="Spearman ρ(λ, clean accuracy), must be negative"),
+    Claim(ClaimSpec(
+        "T2-4", "Stronger shortcut → harder transition: clean accuracy falls as ρ grows (Table 2 #4)",
+        "✓ \"78% → 10%\" [paper, Table 2]; 78.2 / 74.8 / 58.5 / 10.2 % at ρ = 0.5 / 0.8 / 0.95 / 1.0 "
+        "[digitised, Fig. 2; end points paper]", "NHT",
+        AtMost("the per-seed Spearman ρ(ρ, final clean accuracy) at λ = 0.1", T24_MAX_RHO)),
+          lambda r: predictions.grid_spearman(r.sum_b, "final_clean_acc", lam="rho"),
+          where="§3.3, {ref}`Fig. 3.3 <fig-3-3>`", test="Spearman ρ(ρ, clean accuracy)"),
+    Claim(ClaimSpec(
+        "B1", "Shortcut reliance rises with ρ and is complete at ρ = 1 (Fig. 2b)",
+        "0.40 → 0.70 → 0.70 → 1.00 [digitised, Fig. 2b]; \"shortcut reliance = 1.0\" at ρ = 1.0 [paper]", "NHT",
+        AllOf((("rises", AtLeast("the per-seed Spearman ρ(ρ, final shortcut reliance)", B1_MIN_RHO)),
+               (B1_TOP, AtLeast("the per-seed final shortcut reliance at the largest ρ", B1_MIN_RELIANCE))))),
+          _b1, note=lambda r: f"Largest ρ run: {float(r.sum_b.rho.max()):g}",
+          where="§3.3, {ref}`Fig. 3.3 <fig-3-3>`", test="Spearman ρ(ρ, reliance); reliance at ρ = 1"),
+    Claim(predictions.spec("P4", DOMAIN), _p4, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`",
+          test="share of intermediate runs with the head first"),
+    Claim(ClaimSpec(
+        "PH1", "Phase diagram: at ρ = 1 the shortcut dominates (clean accuracy ≤ 15%) at every λ (Fig. 3)",
+        "shortcut-dominated (high ρ, low λ) ≤ 15 %; NHT centre 55–78 %; structured ≥ 75 %; suppressed ≤ 44 % "
+        "[paper, Fig. 3 caption]", "NHT",
+        AtMost("the per-seed highest final clean accuracy over the λ grid at ρ = 1", PH1_MAX_CLEAN)),
+          _ph1, note=_ph1_note, where="§3.5, {ref}`Fig. 3.5 <fig-3-5>`",
+          test="highest clean accuracy at ρ = 1"),
+    Claim(ClaimSpec(
+        "AB1", "Clean accuracy ranks ResNet18+BN > no norm > SimpleCNN > ResNet18+GN (§5.8)",
+        "78.1 > 69.8 > 61.6 > 50.5 % at epoch 200 [paper, §5.8]", "NHT",
+        AllOf(tuple((name, AtLeast(f"the per-seed clean accuracy of {a} minus {b}", AB_DIRECTION))
+                    for name, a, b in AB1_ORDER))),
+          lambda r: {name: statistics.paired_difference(r.sum_abl, "model", x, y, "final_clean_acc")
+                     for name, x, y in AB1_ORDER},
+          where="§3.6, {ref}`Fig. 3.6 <fig-3-6>`", test="paired differences"),
+    Claim(ClaimSpec(
+        "AB2", "Peak-then-decay of ‖θ‖² in all four architectures (normalisation compatibility, §5.8)",
+        "BN 66 %, GN 67 % decay [paper, §5.8]; all four peak at epoch 50–60 [paper-ed]", "NHT",
+        AllOf(tuple((name, AtLeast(f"the per-seed decay % of ‖θ‖² from its peak ({name})", T22_MIN_DECAY))
+                    for name in MODELS))),
+          lambda r: {name: interval(r.sum_abl[r.sum_abl.model == name].sort_values("seed").decay_pct.tolist())
+                     for name in MODELS},
+          where="§3.6, {ref}`Fig. 3.6 <fig-3-6>`", test="decay % per model"),
+    Claim(predictions.spec("P6", DOMAIN),  # = Table 2 #6, a measured failure (×): R² below 0.9
+          lambda r: predictions.inverse_lambda_r2(transition_runs(r), f"T_{r.transition_time}"),
+          note=lambda r: (f"T is T_{r.transition_time}, per seed over the λ's with a finite T; "
+                          f"{len(transition_runs(r))} such runs"),
+          where="§3.7, {ref}`Fig. 3.7 <fig-3-7>`", test="R² of $T=a/\\lambda+b$, must stay below 0.9"),
+    Claim(predictions.spec("P5", DOMAIN), lambda r: predictions.separation_estimate(r.sum_a), where="§3.8",
+          test="mean $S_{\\rm traj}$"),
+    Claim(ClaimSpec(
+        "T2-5", "Reproducibility across seeds: clean accuracy at λ = 0.1 varies little between seeds (Table 2 #5)",
+        "✓ \"4 seeds, std = 2.3%\" [paper, Table 2]", "NHT",
+        Equivalent("the sd over seeds of the final clean accuracy at λ = 0.1 (chi-square interval)", T25_MARGIN,
+                   PositiveControl("the per-seed final clean accuracy at λ = 0.1 minus chance", LEARNED))),
+          lambda r: sd_interval(_t25_runs(r).final_clean_acc.tolist()),
+          control=lambda r: interval((_t25_runs(r).final_clean_acc - CHANCE).tolist()),
+          where="§3.8", test="sd over seeds (a null claim)"),
+)
 
 
 def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float]:
@@ -614,4 +631,5 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())
+CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, presets=PRESETS, sweeps_of=_sweeps_at,
+                  claims=_CLAIMS)

@@ -162,6 +162,7 @@ def scoreboard(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
         if chapter not in set(frame["chapter"]):
             row = {**dict.fromkeys(COLUMNS, ""), "chapter": chapter, "id": "-",
                    "statement": f"chapter not executed at scale {scale!r}", "verdict": NOT_TESTABLE, "scale": scale,
+                   "source": "—",
                    "note": "no runs at this scale"}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
     return frame.sort_values(["chapter"], kind="stable").reset_index(drop=True)
