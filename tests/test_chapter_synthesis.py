@@ -12,7 +12,8 @@ from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, P
 SEEDS = (0, 1, 2)
 
 
-def domain(dlr_of, T_of=lambda seed, lam: 1000.0, seeds=SEEDS, lams=(0.1, 0.3), steps=2000, key="toy"):
+def domain(dlr_of, T_of=lambda seed, lam: 1000.0, seeds=SEEDS, lams=(0.1, 0.3), steps=2000, key="toy",
+           name="toy (XOR, ours)"):
     """A domain whose runs log every 50 steps; D_LR(t) = dlr_of(t, T) and a norm that peaks at T / 2."""
     rows, summary = [], []
     run = 0
@@ -25,7 +26,7 @@ def domain(dlr_of, T_of=lambda seed, lam: 1000.0, seeds=SEEDS, lams=(0.1, 0.3), 
                              "dlr": dlr_of(t, T) + 0.001 * seed, "dlr_null": 0.8, "reliance": 0.0})
             summary.append({"run": run, "seed": seed, "lam": lam, "T": T, "lr": 1e-3})
             run += 1
-    return syn.DomainTrajectories(key, "toy (XOR, ours)", "01_toy_norm_hierarchy", pd.DataFrame(rows),
+    return syn.DomainTrajectories(key, name, "01_toy_norm_hierarchy", pd.DataFrame(rows),
                                   pd.DataFrame(summary), "T_test", "none")
 
 
@@ -47,21 +48,29 @@ def test_dlr_change_across_and_before_the_transition():
     assert short.across.isna().all()
 
 
+NO_SCORES = pd.DataFrame(columns=["domain"])
+
+
+def judged(domains, scores=NO_SCORES):
+    """Every claims row of the chapter, by id, as the notebook records them."""
+    return {r.id: r for r in syn.CHAPTER.judge(syn.analyse(domains, scores))}
+
+
 def test_dlr_claims_decide_on_seeds():
     d = {"toy": domain(drop_at_T)}
-    results = {r.id: r for r in syn.judge(d, syn.evaluate_forecasts(d), pd.DataFrame(columns=["domain"]))}
+    results = judged(d)
     assert results["D1-toy"].verdict == REPRODUCED and results["D2-toy"].verdict == REPRODUCED
     assert results["D1-toy"].n == 3 and results["D1-toy"].source == "book"
     rises = {"toy": domain(lambda t, T: 1.2 - drop_at_T(t, T))}  # the mirror image: D_LR rises across T
-    r = {x.id: x for x in syn.judge(rises, syn.evaluate_forecasts(rises), pd.DataFrame(columns=["domain"]))}
+    r = judged(rises)
     assert r["D1-toy"].verdict == REPRODUCED and r["D2-toy"].verdict == NOT_REPRODUCED
     steady = {"toy": domain(lambda t, T: 0.5)}  # flat: no change either way
-    r = {x.id: x for x in syn.judge(steady, syn.evaluate_forecasts(steady), pd.DataFrame(columns=["domain"]))}
+    r = judged(steady)
     assert r["D2-toy"].verdict == INCONCLUSIVE
     # domains that were not loaded, and a domain without a transition, are not testable
     assert r["D1-celeba"].verdict == NOT_TESTABLE and r["F1-celeba"].verdict == NOT_TESTABLE
     never = {"toy": domain(drop_at_T, T_of=lambda s, lam: float("nan"))}
-    r = {x.id: x for x in syn.judge(never, syn.evaluate_forecasts(never), pd.DataFrame(columns=["domain"]))}
+    r = judged(never)
     assert r["D1-toy"].verdict == NOT_TESTABLE and "no run transitioned" in r["D1-toy"].ours
 
 
@@ -78,10 +87,13 @@ def test_the_forecaster_claim_reads_held_out_seeds():
 
 
 def test_claims_are_declared_once():
-    for cid, spec in syn.CLAIMS.items():
-        assert spec.id == cid and spec.source in SOURCES
-    assert {s.source for cid, s in syn.CLAIMS.items() if cid != "S1"} == {"book"}
-    assert "[paper" in syn.CLAIMS["S1"].paper
+    ids = [c.id for c in syn.CHAPTER.claims]
+    assert ids == [f"{kind}-{key}" for key in syn.DOMAIN_NAMES for kind in ("D1", "D2", "F1")] + ["S1"]
+    for c in syn.CHAPTER.claims:
+        assert c.spec.source in SOURCES and c.where and c.test
+    assert {c.spec.source for c in syn.CHAPTER.claims if c.id != "S1"} == {"book"}
+    assert "[paper" in syn.CHAPTER.claim("S1").spec.paper
+    assert syn.CHAPTER.sweeps_of is syn.sweeps and set(syn._READ) == set(syn.DOMAIN_NAMES)
 
 
 # ------------------------------------------------------------------------------------------ the S spectrum
@@ -102,12 +114,15 @@ PAPER_LIKE = {"modular arithmetic": 0.95, "CIFAR-10 borders": 0.6, "CelebA": -0.
 
 
 def s1(scores, waterbirds=cw.STANDIN):
-    parts, note = syn.spectrum_order(scores, waterbirds)
-    return syn.CLAIMS["S1"].judge(parts, ours=note if parts is None else None)
+    """S1's row with chapter 4's Waterbirds runs going by the name `waterbirds`."""
+    domains = {"waterbirds": domain(drop_at_T, key="waterbirds", name=waterbirds)}
+    return syn.CHAPTER.claim("S1").judge(syn.analyse(domains, scores))
 
 
 def test_s1_orders_the_spectrum():
     assert s1(scores_frame(PAPER_LIKE)).verdict == REPRODUCED
+    # without chapter 4's runs loaded, the Waterbirds scores are read under the stand-in's name
+    assert syn.CHAPTER.claim("S1").judge(syn.analyse({}, scores_frame(PAPER_LIKE))).verdict == REPRODUCED
     swapped = {**PAPER_LIKE, "CelebA": 0.8}  # CelebA above CIFAR-10: one step of three fails
     assert s1(scores_frame(swapped)).verdict == PARTLY
     # the stand-in's scores are read under its own name, not the real data set's

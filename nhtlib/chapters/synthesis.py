@@ -18,17 +18,21 @@ The D_LR and forecaster claims are the book's own (source "book"), not the paper
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import forecast, separation
+from nhtlib.engine import plan
+from nhtlib.engine.sweep import Sweep
 from nhtlib.report import predictions
+from nhtlib.report.claims import Claim
 from nhtlib.config import ChapterParams, check_range
 from nhtlib.analysis import vision
-from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate
+from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 from nhtlib.chapters import border_cifar as borders, celeba_waterbirds as cw, grokking, toy_norm_hierarchy as toy
 
@@ -76,41 +80,62 @@ def _tidy(runs: pd.DataFrame, summary: pd.DataFrame, keys: list[str], t_column: 
     return table.sort_values(["run", "step"]).reset_index(drop=True), per_run
 
 
+# What this chapter reads of chapters 1–4, per domain key: (the chapter's module, the name of its sweep), in the
+# order of the S spectrum; `load` and `sweeps` reach the other chapters only through these (`<module>.CHAPTER`).
+_READ = {"toy": (toy, "toy grid"), "grok": (grokking, "stand-in sweep"), "borders": (borders, "λ sweep"),
+         "celeba": (cw, "celeba"), "waterbirds": (cw, "waterbirds")}
+
+
+def _sweep(key: str, scale: str, data_root: str | None, first_seed: int) -> Sweep:
+    """The sweep of domain `key` that `_READ` names, from its chapter's `Chapter` object."""
+    module, name = _READ[key]
+    return module.CHAPTER.sweep(name, scale, data_root, first_seed)
+
+
+def _runs(key: str, scale: str, data_root: str | None, first_seed: int, **load_kw) -> pd.DataFrame:
+    """The run table of that sweep (read from the cache; trained when missing)."""
+    module, name = _READ[key]
+    return module.CHAPTER.runs(name, scale, data_root=data_root, first_seed=first_seed, **load_kw)
+
+
 def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, device: str = "auto",
          progress: bool = True) -> dict[str, DomainTrajectories]:
     """Every domain's D_LR-logged runs (chapters 1–4's main sweeps, read from the cache; trained when missing), in
     the order of the S spectrum."""
     load_kw = dict(device=device, progress=progress)
+    read = dict(scale=scale, data_root=data_root, first_seed=first_seed)
     out: dict[str, DomainTrajectories] = {}
     # chapter 1: the toy grid; T = T_struct, the first step with structured test accuracy >= 0.9
-    tp = toy.PRESETS[scale]
-    runs, summary = toy.analyse(toy.sweeps(tp, first_seed=first_seed)[0].run(**load_kw), tp,
+    runs, summary = toy.analyse(_runs("toy", **read, **load_kw), toy.CHAPTER.preset(scale),
                                 transition_threshold=0.9, fit_threshold=0.99)
     table, per_run = _tidy(runs, summary, ["alpha", "lam", "seed"], "T_struct", "memorisation")
     out["toy"] = DomainTrajectories("toy", "toy (XOR, ours)", toy.NAME, table, per_run,
                                     "T_struct: the first step with structured test accuracy ≥ 0.9", "memorisation")
     # chapter 2: the stand-in's λ sweep; T = T_grok, the first step with test accuracy >= 0.99
-    gp = grokking.PRESETS[scale]
-    stand_in = next(s for s in grokking.sweeps(gp, first_seed=first_seed) if s.name == "stand-in sweep")
-    runs, summary = grokking.summarise(stand_in.run(**load_kw), mem_threshold=0.99, grok_threshold=0.99,
+    runs, summary = grokking.summarise(_runs("grok", **read, **load_kw), mem_threshold=0.99, grok_threshold=0.99,
                                        post_window=None)
     table, per_run = _tidy(runs, summary, ["weight_decay", "seed"], "T_grok", "test_error")
     out["grok"] = DomainTrajectories("grok", "modular arithmetic", grokking.NAME, table, per_run,
                                      "T_grok: the first step with test accuracy ≥ 0.99", "test error")
-    # chapter 3: the λ sweep at ρ = 0.95; T = the epoch of the head norm's peak (counted where it then contracts)
-    bp = borders.PRESETS[scale]
-    runs = borders.lambda_runs(bp, data_root, first_seed=first_seed, **load_kw)
+    # chapter 3: the λ sweep at ρ = 0.95 (its data checked first, as chapter 3 does); T = the epoch of the head
+    # norm's peak (counted where it then contracts)
+    bp = borders.CHAPTER.preset(scale)
+    plan.check_data([_sweep("borders", **read)], full=bp.full_data)
+    runs = _runs("borders", **read, **load_kw)
+    runs["epoch"] = (runs.step / borders.steps_per_epoch(bp)).round().astype(int)
+    runs = runs.rename(columns={"weight_decay": "lam"})
     summary = vision.summarise(runs, ["lam", "seed"], layers=borders.CONVS)
     table, per_run = _tidy(runs, summary, ["lam", "seed"], "T_head_peak", "shortcut_acc",
                            borders.steps_per_epoch(bp))
     out["borders"] = DomainTrajectories("borders", "CIFAR-10 borders", borders.NAME, table, per_run,
                                         "T_head_peak: the head norm's peak, where it then contracts",
                                         "shortcut accuracy")
-    # chapter 4: both λ sweeps; T as in chapter 3
-    cp = cw.PRESETS[scale]
+    # chapter 4: both λ sweeps; T as in chapter 3. Its group metrics need the built data sets (`cw.domains`), so
+    # its runs are read by `cw.run`, which trains (or reads back) the same two sweeps `_READ` names
     params = ChapterParams(scale=scale, device=device, seed=first_seed, data_root=data_root)
-    both = cw.run(cw.domains(cp, params), first_seed=first_seed, **load_kw)
-    for key, dr in (("celeba", both.celeba), ("waterbirds", both.waterbirds)):
+    both = cw.run(cw.domains(cw.CHAPTER.preset(scale), params), first_seed=first_seed, **load_kw)
+    for key in ("celeba", "waterbirds"):
+        dr = getattr(both, key)
         table, per_run = _tidy(dr.runs, dr.summary, ["lam", "seed"], "T_head_peak", "test_spurious_reliance",
                                dr.steps_per_epoch)
         out[key] = DomainTrajectories(key, dr.domain.name, cw.NAME, table, per_run,
@@ -119,13 +144,10 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     return out
 
 
-def sweeps(scale: str, data_root: str | None = None, first_seed: int = 0) -> list:
-    """The sweeps this chapter reads (the D_LR-logged main sweeps of chapters 1–4): what the book builder trains
-    before the notebook runs and what the page's identity is made of."""
-    g = [s for s in grokking.sweeps(grokking.PRESETS[scale], first_seed=first_seed) if s.name == "stand-in sweep"]
-    b = [s for s in borders.sweeps(borders.PRESETS[scale], data_root, first_seed) if s.name == "λ sweep"]
-    return [*toy.sweeps(toy.PRESETS[scale], first_seed=first_seed), *g, *b,
-            *cw.sweeps(cw.PRESETS[scale], data_root, first_seed)]
+def sweeps(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
+    """The sweeps this chapter reads (the D_LR-logged main sweeps of chapters 1–4, `_READ`): what the book builder
+    trains before the notebook runs and what the page's identity is made of."""
+    return [_sweep(key, scale, data_root, first_seed) for key in _READ]
 
 
 # ------------------------------------------------------------------------------------- D_LR at the transition
@@ -372,59 +394,107 @@ DOMAIN_NAMES = {"toy": "the toy (chapter 1)", "grok": "modular arithmetic (chapt
                 "waterbirds": "Waterbirds (chapter 4)"}
 
 
-def _claims() -> dict[str, ClaimSpec]:
-    out = {}
+@dataclass(frozen=True)
+class SynthesisAnalysis:
+    """What chapter 6's claims are judged on (`analyse`): the domains, the forecasts' evaluation, the recorded S
+    scores, the window of §6.2, and per domain key the runs scored at the transition."""
+
+    domains: dict[str, DomainTrajectories]  # `load`
+    evaluation: pd.DataFrame  # `evaluate_forecasts`
+    scores: pd.DataFrame  # `nht.separation.load(scale)`
+    window: float = WINDOW
+    scored: dict[str, pd.DataFrame] = field(default_factory=dict)  # `dlr_at_transition` rows with both changes
+
+    @property
+    def waterbirds(self) -> str:
+        """The name chapter 4's Waterbirds runs go by (the real data or the CUB stand-in)."""
+        return self.domains["waterbirds"].name if "waterbirds" in self.domains else cw.STANDIN
+
+
+def analyse(domains: dict[str, DomainTrajectories], scores: pd.DataFrame, window: float = WINDOW
+            ) -> SynthesisAnalysis:
+    """The chapter's analysis: the leave-one-seed-out forecasts of every domain (§6.3) and, per domain, the runs
+    that transitioned and were logged until T + h (§6.2); scores: every chapter's S_traj at this scale (§6.4)."""
+    scored = {key: dlr_at_transition(d, window).dropna(subset=["across", "before"]) for key, d in domains.items()}
+    return SynthesisAnalysis(domains, evaluate_forecasts(domains), scores, window, scored)
+
+
+def _dlr_estimate(value: str, key: str, a: SynthesisAnalysis) -> Estimate | None:
+    """D1 (value "moved") and D2 ("across"): per seed the mean over its scored runs; None when none was scored."""
+    rows = a.scored.get(key)
+    return None if rows is None or rows.empty else _seed_estimate(rows, value)
+
+
+def _dlr_note(key: str, a: SynthesisAnalysis) -> str:
+    d = a.domains.get(key)
+    if d is None:
+        return "no run transitioned at this scale"
+    return (f"T is {d.definition}; h = {a.window:g} T; {len(a.scored[key])} of {len(d.summary)} runs transitioned "
+            "and were logged until T + h")
+
+
+def _dlr_ours(key: str, a: SynthesisAnalysis) -> str | None:
+    return "no run transitioned (and was logged until T + h)" if _dlr_estimate("across", key, a) is None else None
+
+
+def _forecast_gain(key: str, a: SynthesisAnalysis) -> Estimate | None:
+    """F1: `_share_gain` of the domain; None without a held-out seed scored."""
+    d = a.domains.get(key)
+    gain = _share_gain(a.evaluation, d.name) if d is not None else None
+    return None if gain is None or gain.n == 0 else gain
+
+
+def _forecast_note(key: str, a: SynthesisAnalysis) -> str:
+    if _forecast_gain(key, a) is None:
+        return "leave-one-seed-out needs two seeds with a transition"
+    return "leave-one-seed-out; a missing forecast (no norm peak and contraction seen yet) counts as a miss"
+
+
+def _forecast_ours(key: str, a: SynthesisAnalysis) -> str | None:
+    return "fewer than two seeds with a transition" if _forecast_gain(key, a) is None else None
+
+
+def _s1_note(a: SynthesisAnalysis) -> str:
+    return "; ".join(filter(None, [spectrum_order(a.scores, a.waterbirds)[1], S_UNVERIFIED]))
+
+
+def _s1_ours(a: SynthesisAnalysis) -> str | None:
+    parts, note = spectrum_order(a.scores, a.waterbirds)
+    return note if parts is None else None
+
+
+def _claims() -> tuple[Claim, ...]:
+    """Every claim of the chapter, in its order: per domain D1 (D_LR moves at T), D2 (it falls), F1 (the
+    forecaster beats the baseline at half of T), then S1 (the S spectrum's order)."""
+    out = []
     for key, where in DOMAIN_NAMES.items():
-        out[f"D1-{key}"] = ClaimSpec(
+        out.append(Claim(ClaimSpec(
             f"D1-{key}", f"D_LR moves at the norm transition on {where}: its change across T exceeds its change "
                          "over an equal window before", NO_PAPER, "book",
-            AtLeast("the per-seed mean over transitioned runs of |ΔD_LR across T| − |ΔD_LR before|", 0.0))
-        out[f"D2-{key}"] = ClaimSpec(
+            AtLeast("the per-seed mean over transitioned runs of |ΔD_LR across T| − |ΔD_LR before|", 0.0)),
+            partial(_dlr_estimate, "moved", key), note=partial(_dlr_note, key), ours=partial(_dlr_ours, key),
+            where="§6.2, Fig. 6.1, Table 6.1",
+            test="its change across $T$ exceeds its change over an equal window before"))
+        out.append(Claim(ClaimSpec(
             f"D2-{key}", f"D_LR falls across the norm transition on {where} (the features get richer)", NO_PAPER,
-            "book", AtMost("the per-seed mean ΔD_LR across T, D(T + h) − D(T − h)", 0.0))
-        out[f"F1-{key}"] = ClaimSpec(
+            "book", AtMost("the per-seed mean ΔD_LR across T, D(T + h) − D(T − h)", 0.0)),
+            partial(_dlr_estimate, "across", key), note=partial(_dlr_note, key), ours=partial(_dlr_ours, key),
+            where="§6.2", test="the change across $T$ is negative (richer features)"))
+        out.append(Claim(ClaimSpec(
             f"F1-{key}", f"With half of T observed, the norm forecaster is within ±25 % of T on more held-out runs "
                          f"of {where} than the 1/λ baseline", NO_PAPER, "book",
-            AtLeast("the per-seed share of runs within ±25 % at 50 % of T, forecaster minus baseline", 0.0))
-    out["S1"] = ClaimSpec(
+            AtLeast("the per-seed share of runs within ±25 % at 50 % of T, forecaster minus baseline", 0.0)),
+            partial(_forecast_gain, key), note=partial(_forecast_note, key), ours=partial(_forecast_ours, key),
+            where="§6.3, Fig. 6.2, Table 6.2",
+            test=r"share of held-out runs within ±25 % of $T$ with half of $T$ observed, against $T=a/\lambda+b$"))
+    out.append(Claim(ClaimSpec(
         "S1", "The S spectrum orders the domains: modular arithmetic > CIFAR-10 borders > CelebA, Waterbirds",
         "S ≈ 1.0 > 0.5–0.7 > −0.11, ≈ 0.0 [paper, Table 3 and §5.9; no formula given]", "NHT",
         AllOf(tuple((name, AtLeast(f"the per-seed mean S_traj of {a} minus that of {b}", 0.0))
-                    for name, a, b in S1_ORDER)))
-    return out
-
-
-CLAIMS = _claims()
-
-
-def judge(domains: dict[str, DomainTrajectories], evaluation: pd.DataFrame, scores: pd.DataFrame,
-          window: float = WINDOW) -> list[ClaimResult]:
-    """Every claim of the chapter, in its order: per domain D1 (D_LR moves at T), D2 (it falls), F1 (the
-    forecaster beats the baseline at half of T), then S1 (the S spectrum's order)."""
-    results = []
-    for key in DOMAIN_NAMES:
-        d = domains.get(key)
-        per_run = dlr_at_transition(d, window).dropna(subset=["across", "before"]) if d is not None else None
-        note = (f"T is {d.definition}; h = {window:g} T; {len(per_run)} of {len(d.summary)} runs transitioned and "
-                f"were logged until T + h" if d is not None else "")
-        if d is None or per_run.empty:
-            for cid in (f"D1-{key}", f"D2-{key}"):
-                results.append(CLAIMS[cid].judge(None, ours="no run transitioned (and was logged until T + h)",
-                                                 note=note or "no run transitioned at this scale"))
-        else:
-            results.append(CLAIMS[f"D1-{key}"].judge(_seed_estimate(per_run, "moved"), note=note))
-            results.append(CLAIMS[f"D2-{key}"].judge(_seed_estimate(per_run, "across"), note=note))
-        gain = _share_gain(evaluation, d.name) if d is not None else None
-        if gain is None or gain.n == 0:
-            results.append(CLAIMS[f"F1-{key}"].judge(None, ours="fewer than two seeds with a transition",
-                                                     note="leave-one-seed-out needs two seeds with a transition"))
-        else:
-            results.append(CLAIMS[f"F1-{key}"].judge(gain, note="leave-one-seed-out; a missing forecast (no norm "
-                                                                "peak and contraction seen yet) counts as a miss"))
-    parts, note = spectrum_order(scores, domains["waterbirds"].name if "waterbirds" in domains else cw.STANDIN)
-    results.append(CLAIMS["S1"].judge(parts, note="; ".join(filter(None, [note, S_UNVERIFIED])),
-                                      ours=note if parts is None else None))
-    return results
+                    for name, a, b in S1_ORDER))),
+        lambda a: spectrum_order(a.scores, a.waterbirds)[0], note=_s1_note, ours=_s1_ours,
+        where="§6.4, Fig. 6.3, Table 6.3", test=r"the per-seed gaps of mean $S_{\rm traj}$ between domains"))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------------- figures
@@ -487,5 +557,5 @@ def forecast_figure(evaluation: pd.DataFrame, width: float = 7.6):
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-CHAPTER = Chapter(NAME, "6. Reading the papers together", __name__, presets={}, sweeps_of=sweeps, claims=(),
-                  reads=(toy.NAME, grokking.NAME, borders.NAME, cw.NAME))
+CHAPTER = Chapter(NAME, "6. Reading the papers together", __name__, presets={}, sweeps_of=sweeps,
+                  claims=_claims(), reads=(toy.NAME, grokking.NAME, borders.NAME, cw.NAME))
