@@ -30,7 +30,7 @@ def _toy(precision: str) -> tuple[pd.Series, dict]:
     runs = run(toy.configs(preset), progress=False)
     _, summary = toy.analyse(runs, preset, transition_threshold=0.95, fit_threshold=0.99)
     regimes = pd.Series({f"α={r.alpha:g} λ={r.lam:g} seed {r.seed}": r.regime for r in summary.itertuples()})
-    return regimes, {r.id: (r.verdict, r.ours) for r in toy.judge(summary)}
+    return regimes, {r.id: (r.verdict, r.ours) for r in toy.CHAPTER.judge(summary)}
 
 
 def _grokking(precision: str) -> tuple[pd.Series, dict]:
@@ -41,7 +41,7 @@ def _grokking(precision: str) -> tuple[pd.Series, dict]:
     rows = {f"stand-in λ={r.weight_decay:g} seed {r.seed}": r.regime for r in runs.summary.itertuples()}
     nsdl = runs.nsdl_summary.assign(outcome=grokking.seed_regimes(runs.nsdl_summary))
     rows.update({f"NSDL λ={r.weight_decay:g} seed {r.seed}": r.outcome for r in nsdl.itertuples()})
-    return pd.Series(rows), {r.id: (r.verdict, r.ours) for r in grokking.judge(runs, preset)}
+    return pd.Series(rows), {r.id: (r.verdict, r.ours) for r in grokking.CHAPTER.judge(grokking.analyse(runs, preset))}
 
 
 def _borders(precision: str) -> tuple[pd.Series, dict]:
@@ -52,7 +52,7 @@ def _borders(precision: str) -> tuple[pd.Series, dict]:
     runs = borders.run(preset, str(data_root(None, need="cifar10")), progress=False)
     rows = {f"λ={r.lam:g} seed {r.seed}": r.regime for r in runs.sum_a.itertuples()}
     rows.update({f"ρ={r.rho:g} seed {r.seed}": r.regime for r in runs.sum_b.itertuples()})
-    return pd.Series(rows), {r.id: (r.verdict, r.ours) for r in borders.judge(runs)}
+    return pd.Series(rows), {r.id: (r.verdict, r.ours) for r in borders.CHAPTER.judge(runs)}
 
 
 CHAPTERS = {"toy": ("chapter 1 (toy, smoke)", _toy), "grokking": ("chapter 2 (grokking, smoke)", _grokking),

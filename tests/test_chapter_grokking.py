@@ -45,8 +45,7 @@ def nsdl_runs(times, preset=CPU.nsdl, **kw):
 
 
 def verdict(cid, runs, preset=CPU):
-    value, note = grokking.estimate(cid, runs, preset)
-    return grokking.claims(preset)[cid].judge(value, note=note).verdict
+    return grokking.CHAPTER.claim(cid).judge(grokking.analyse(runs, preset)).verdict
 
 
 def grok_runs(nsdl=None, summary=None, sgd_summary=None):
@@ -114,8 +113,13 @@ def test_digitised_nsdl_data_give_the_printed_numbers():
     assert np.mean(grokking.slopes_per_seed(sweep, (0.5, 1.0))) == pytest.approx(1050)
 
 
+CLAIM_ORDER = ("P2", "P1", "R1", "P6", "D1", "C1", "P4", "O1", "N-TM", "N-TG", "N-VM", "N-VP", "N-C1", "N-R1", "N-F1",
+               "N-P6", "N-D1", "N-P4", "P5", "P3")  # the order of the notebook's sections
+
+
 def test_claims_are_declared_once_without_bare_p_ids_at_nsdl_settings():
-    specs = grokking.claims(CPU)
+    assert tuple(c.id for c in grokking.CHAPTER.claims) == CLAIM_ORDER
+    specs = {c.id: c.spec for c in grokking.CHAPTER.claims}
     for pid in predictions.PREDICTIONS:
         assert specs[pid] == predictions.spec(pid, grokking.DOMAIN)  # NHT Table 3's row: the stand-in
     nsdl_ids = [cid for cid in specs if cid.startswith("N-")]
@@ -125,6 +129,12 @@ def test_claims_are_declared_once_without_bare_p_ids_at_nsdl_settings():
         assert spec.source in SOURCES and "[" in spec.paper, cid  # the paper's value keeps its source tag
         assert spec.source == ("NHT" if cid.lstrip("N-") in predictions.PREDICTIONS else "NSDL"), cid
     assert specs["P3"].judge(None).verdict == NOT_TESTABLE
+    assert all(c.where and c.test for c in grokking.CHAPTER.claims)  # the opening table's columns
+    # N-F1 is judged as declared for the preset's λ's (its row names them)
+    runs = fit_runs(1050, 1050)
+    assert grokking.CHAPTER.claim("N-F1").judge(grokking.analyse(runs, CPU)).statement == (
+        grokking.slope_claim(CPU.nsdl).statement)
+    assert "{0.5, 1}" in grokking.slope_claim(CPU.nsdl).statement
 
 
 # --------------------------------------------------------------------------------------- the 200-step grid
@@ -155,7 +165,8 @@ def test_table2_claims_inside_nsdl_intervals_are_reproduced():
     runs = grok_runs(nsdl_runs({(1.0, s): (750, t) for s, t in enumerate((1700, 1800, 1800))}))
     for cid in TABLE2_IDS:
         assert verdict(cid, runs) == REPRODUCED, cid
-    value, note = grokking.estimate("N-TG", runs, CPU)
+    claim, analysed = grokking.CHAPTER.claim("N-TG"), grokking.analyse(runs, CPU)
+    value, note = claim.estimate(analysed), claim.note(analysed)
     assert value.values == (1800.0, 1800.0, 1800.0) and "1,767" in note  # NSDL's grid; ours (1,700 …) beside it
 
 
@@ -195,7 +206,7 @@ def test_inverse_lambda_slope_claim():
     assert verdict("N-P6", fit_runs(1050, 1050)) == NOT_TESTABLE  # two regime-II λ's make no R²
     paper = grokking.PRESETS["paper"]
     assert grokking.fit_lambdas(paper.nsdl) == (0.1, 0.3, 0.5, 1.0)
-    low, high = grokking.claims(paper)["N-F1"].rule.paper_low, grokking.claims(paper)["N-F1"].rule.paper_high
+    low, high = grokking.slope_claim(paper.nsdl).rule.paper_low, grokking.slope_claim(paper.nsdl).rule.paper_high
     assert low < 1182 < high  # over NSDL's four regime-II λ's its interval holds its printed slope
 
 

@@ -36,7 +36,6 @@ from nhtlib.analysis.delay_law import contraction_between, contraction_rate
 from nhtlib.analysis.regimes import DIVERGED, diverged_step, summarise_runs, transition_step
 
 GROUPS = ("embedding", "hidden", "head")
-GROK_REGIMES = ("I", "II", "III")
 
 
 def add_hidden_norm(table: pd.DataFrame, norm: str = "norm_sq") -> pd.DataFrame:

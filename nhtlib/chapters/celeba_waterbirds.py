@@ -43,6 +43,9 @@ from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 
 NAME = "04_celeba_waterbirds"
+SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
+    "Where the norm hierarchy does not separate: CelebA (Smiling vs Blond_Hair) on a 5,732-image subset, a "
+    "Waterbirds stand-in built from real CUB photos, worst-group accuracy (NHT).")
 CELEBA, WATERBIRDS = "CelebA", "Waterbirds"  # NHT Table 3's rows
 STANDIN = "Waterbirds (CUB stand-in)"  # the S spectrum's name for the stand-in: its numbers are not Waterbirds'
 PREFIX = {CELEBA: "C-", WATERBIRDS: "W-"}
@@ -564,4 +567,4 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=CLAIMS)
+CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at, claims=CLAIMS)

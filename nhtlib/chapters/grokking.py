@@ -11,17 +11,20 @@ and its companion NSDL (arXiv:2603.13331), in two experiments.
 What the notebook uses: `PRESETS` (one `GrokPreset` per scale: a `StandInPreset` and an `NSDLPreset`), `run` (train
 or read back every experiment: a `GrokRuns` of run tables and per-run summaries), the tables and views its figures
 show (`scale_table`, `one_run_view`, `table3`, `contraction_table`, `delay_fits`, `inverse_lambda_fit`,
-`layer_table`, `layer_view`, `optimiser_table`, `table2`, `fit_view`, `separation_scores`, `numbers`), `claims` and
-`judge` (the verdicts, per seed with 95 % intervals).
+`layer_table`, `layer_view`, `optimiser_table`, `table2`, `fit_view`, `separation_scores`, `numbers`), `analyse`
+(what the claims read: a `GrokkingAnalysis`) and `CHAPTER.claims` (the claims in the notebook's order, each with its
+per-seed estimate; the verdicts, per seed with 95 % intervals).
 
 NSDL's numbers are digitised below as data: the printed values [companion] and the per-seed values of its released
 runs (`ClevixLab/grokking-norm-separation`, data/summary1.json and summary2.json) [companion-data], from which the
-paper's 95 % interval of each mean is computed by the same `nhtlib.report.statistics.interval` as ours. NSDL's regimes I / II
-/ III are NHT's weak / intermediate / strong (`REGIME_OF`); every run's regime is classified within its own seed.
+paper's 95 % interval of each mean is computed by the same `nhtlib.analysis.statistics.interval` as ours. NSDL's
+regimes I / II / III are NHT's weak / intermediate / strong (`REGIME_OF`); every run's regime is classified within its
+own seed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -36,10 +39,15 @@ from nhtlib.analysis import grok_times as grokking
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
+from nhtlib.report.claims import Claim
 from nhtlib.report.verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate
 from nhtlib.analysis.statistics import interval
 
 NAME = "02_grokking"
+SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
+    "The delayed generalisation of a small network on $a + b \\bmod p$ as a norm-hierarchy transition: the "
+    "three regimes in λ, the $T_{grok}=a/\\lambda+b$ fit, the delay law, layer order, AdamW vs SGD (NHT and "
+    "its companion NSDL).")
 DOMAIN = "modular arithmetic"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 5.0)  # NSDL Table 3 [companion]
 LAM_ONE = 1.0  # NSDL Table 2's λ; the one-run figure, the SGD comparison, C1 and D1
@@ -640,41 +648,6 @@ DELAY_RULE = _agrees("the per-seed ratio of the measured delay T_grok − T_mem 
                      "at λ = 1", NSDL_TABLE2.delay_ratio)
 DELAY_PAPER = _paper_text("delay 1,000 ± 186 against T_esc^th = 1,251 ± 101 at λ = 1 (ratio 0.80)",
                           NSDL_TABLE2.delay_ratio)
-
-CLAIMS = {
-    "P2": predictions.spec("P2", DOMAIN),  # NSDL's I / II / III, classified within each seed, as weak / … / strong
-    "P1": predictions.spec("P1", DOMAIN),
-    "R1": ClaimSpec("R1", "Stand-in: the λ's that grok are NSDL's regime II (0.1 ≤ λ ≤ 1)", REGIMES_PAPER, "NSDL",
-                    REGIMES_RULE),
-    "P6": predictions.spec("P6", DOMAIN),
-    "D1": ClaimSpec("D1", "Stand-in: the delay law with NSDL's constant — measured delay against log(V_mem/V_post)/"
-                          "(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
-    "C1": ClaimSpec("C1", "Stand-in: ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)", CONTRACTION_PAPER,
-                    "NSDL", CONTRACTION_RULE),
-    "P4": predictions.spec("P4", DOMAIN),
-    "O1": ClaimSpec(
-        "O1", "Stand-in: SGD at the same η and λ neither memorises nor groks, AdamW groks (NSDL Table 7)",
-        "SGD (w = 2λ and w = λ) 0/5 memorised, 0/5 grokked, V_final ≈ 10⁻⁴; AdamW 5/5 grokked, T_grok = 1760 ± 150 "
-        "(λ = 1, η = 1e-3) [companion, Table 7]", "NSDL",
-        AllOf((("SGD neither memorises nor groks",
-                AtMost("the per-seed share of SGD runs (w = λ, 2λ) that memorise or grok", O1_MAX_SHARE)),
-               ("AdamW groks", AtLeast("the per-seed share of AdamW λ = 1 runs that grok", O1_MIN_SHARE))))),
-    "N-TM": _table2_claim("N-TM", "T_mem", "T_mem", "T_mem = 800 in 9 of 10 seeds, 1,200 in seed 49 (mean 840)"),
-    "N-TG": _table2_claim("N-TG", "T_grok", "T_grok", "T_grok = 1840 ± 215"),
-    "N-VM": _table2_claim("N-VM", "V_mem", "V_mem", "V_mem ≈ 3,900 (seed 49: 2,256; mean 3,716)"),
-    "N-VP": _table2_claim("N-VP", "V_post", "V_post", "V_post ≈ 300 (mean 302, range 254–345)"),
-    "N-C1": ClaimSpec("N-C1", "At NSDL's settings ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)",
-                      CONTRACTION_PAPER, "NSDL", CONTRACTION_RULE),
-    "N-R1": ClaimSpec("N-R1", "At NSDL's settings the λ's that grok are NSDL's regime II", REGIMES_PAPER, "NSDL",
-                      REGIMES_RULE),
-    # N-F1 (the slope of T_grok = a/λ + b over the λ's run) depends on the preset's λ's: see `claims`
-    "N-P6": _at_nsdl(predictions.spec("P6", DOMAIN, prefix="N-")),
-    "N-D1": ClaimSpec("N-D1", "At NSDL's settings the delay law with NSDL's constant — measured delay against "
-                              "log(V_mem/V_post)/(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
-    "N-P4": _at_nsdl(predictions.spec("P4", DOMAIN, prefix="N-")),
-    "P5": predictions.spec("P5", DOMAIN),
-    "P3": predictions.spec("P3", DOMAIN),  # not testable here: no groups in modular arithmetic
-}
 PRINTED_FIT = "T_grok = 1182/λ + 884, R² = 0.971, slope 95 % bootstrap CI [1082, 1271] over 40 runs at λ = 0.1–1"
 
 
@@ -707,14 +680,34 @@ def slope_claim(n: NSDLPreset) -> ClaimSpec:
                      f"[{_fmt(e.low)}, {_fmt(e.high)}] [companion-data]", "NSDL", rule)
 
 
-def claims(preset: GrokPreset) -> dict[str, ClaimSpec]:
-    """Every claim of the chapter in its order, N-F1 declared for the preset's λ's."""
-    out = {}
-    for cid, spec in CLAIMS.items():
-        if cid == "N-P6":
-            out["N-F1"] = slope_claim(preset.nsdl)
-        out[cid] = spec
-    return out
+@dataclass(frozen=True, eq=False)  # tables: compared by identity
+class GrokkingAnalysis:
+    """What every claim of the chapter is estimated from: the per-run summaries of the four experiments and the
+    preset they ran (its budgets and λ's enter the notes and N-F1's declaration)."""
+
+    stand_in: pd.DataFrame  # the stand-in sweep's summary (`GrokRuns.summary`)
+    sgd: pd.DataFrame  # SGD beside AdamW's λ = 1 runs (`GrokRuns.sgd_summary`)
+    nsdl: pd.DataFrame  # NSDL's settings summarised on our log grid (`GrokRuns.nsdl_summary`)
+    nsdl_grid: pd.DataFrame  # ... and on NSDL's grid (`GrokRuns.nsdl_grid`, Table 2)
+    preset: GrokPreset
+
+
+def analyse(runs: GrokRuns, preset: GrokPreset) -> GrokkingAnalysis:
+    """What the claims read from the chapter's runs (`run`) at `preset`."""
+    return GrokkingAnalysis(runs.summary, runs.sgd_summary, runs.nsdl_summary, runs.nsdl_grid, preset)
+
+
+@dataclass(frozen=True)
+class PresetClaim(Claim):
+    """A claim whose declaration depends on the preset (N-F1: NSDL's slope over the λ's the preset runs): it is judged
+    by `declare(preset)`; `spec` is its scale-free declaration, for the chapter's opening table."""
+
+    declare: Callable[[GrokPreset], ClaimSpec] | None = None
+
+    def judge(self, analysed: GrokkingAnalysis) -> ClaimResult:
+        if self.declare is None:
+            return super().judge(analysed)
+        return replace(self, spec=self.declare(analysed.preset), declare=None).judge(analysed)
 
 
 def _at_one(summary: pd.DataFrame, column: str) -> Estimate:
@@ -728,78 +721,127 @@ def _regime_match(g: pd.DataFrame) -> float:
     return float((g.grokked.astype(bool) == g.lam.map(PAPER_REGIME).eq("II")).mean())
 
 
+def _regimes_as_nsdl(summary: pd.DataFrame) -> Estimate:
+    return interval(statistics.per_seed(summary, _regime_match), bounds=SHARE)
+
+
 def _p4(summary: pd.DataFrame) -> Estimate:
     return predictions.head_first_share(summary, head_peak="peak_step:head", body_peak="peak_step:embedding",
                                         head_decay="decay_pct:head", body_decay="decay_pct:embedding",
                                         runs=summary.regime == REGIME_OF["II"])
 
 
-def estimate(cid: str, runs: GrokRuns, preset: GrokPreset) -> tuple[Estimate | dict[str, Estimate] | None, str]:
-    """(estimate, note) of claim `cid`; the estimate is None where this scale runs nothing to test it on."""
-    s, n, paper_grid = runs.summary, runs.nsdl_summary, runs.nsdl_grid
-    if cid in ("P1", "P2", "R1", "P6", "P4", "P5", "P3"):
-        return _stand_in(cid, s)
-    if cid in ("D1", "N-D1"):
-        frame = _with_ratio(s if cid == "D1" else paper_grid)
-        return _at_one(frame, "delay_ratio"), ""
-    if cid in ("C1", "N-C1"):
-        return _at_one(s if cid == "C1" else paper_grid, "c_fit"), ""
-    if cid == "O1":
-        sgd = runs.sgd_summary
-        is_sgd = sgd.optimiser.str.startswith("SGD")
-        return {"SGD neither memorises nor groks": interval(statistics.per_seed(
-                    sgd[is_sgd], lambda g: float((g.memorised | g.grokked).mean())), bounds=SHARE),
-                "AdamW groks": interval(statistics.per_seed(sgd[~is_sgd], lambda g: float(g.grokked.mean())),
-                                        bounds=SHARE)}, f"SGD budget {preset.stand_in.sgd_steps:,} steps"
-    table2_columns = {"N-TM": "T_mem", "N-TG": "T_grok", "N-VM": "V_mem", "N-VP": "V_post"}
-    if cid in table2_columns:
-        fine = _at_one(n, table2_columns[cid])
-        return _at_one(paper_grid, table2_columns[cid]), f"On our {preset.nsdl.log_every}-step grid: {_ci(fine)}"
-    if cid == "N-R1":
-        return interval(statistics.per_seed(n, _regime_match), bounds=SHARE), predictions.grid_note(n)
-    lams = fit_lambdas(preset.nsdl)
-    if cid == "N-F1":
-        if len(lams) < 2:
-            return None, "Fewer than 2 of NSDL's regime-II λ's run at this scale"
-        return interval(slopes_per_seed(n[n.grokked], lams)), ""
-    if cid == "N-P6":
-        if len(lams) < 3:
-            return None, f"R² of a line needs 3 λ's; this scale runs {len(lams)} of NSDL's regime-II λ's"
-        inter = n[(n.regime == REGIME_OF["II"]) & n.lam.isin(lams)]
-        return predictions.inverse_lambda_r2(inter, "T_grok"), ""
-    if cid == "N-P4":
-        return _p4(n), "Head against embedding, over the grokked runs"
-    raise KeyError(f"unknown claim {cid!r}; chapter 2 declares {', '.join(claims(preset))}")
+def _o1(a: GrokkingAnalysis) -> dict[str, Estimate]:
+    is_sgd = a.sgd.optimiser.str.startswith("SGD")
+    return {"SGD neither memorises nor groks": interval(statistics.per_seed(
+                a.sgd[is_sgd], lambda g: float((g.memorised | g.grokked).mean())), bounds=SHARE),
+            "AdamW groks": interval(statistics.per_seed(a.sgd[~is_sgd], lambda g: float(g.grokked.mean())),
+                                    bounds=SHARE)}
 
 
-def _stand_in(cid: str, s: pd.DataFrame) -> tuple[Estimate | dict[str, Estimate] | None, str]:
-    if cid == "P1":
-        return predictions.grid_spearman(s, "V_final"), ""
-    if cid == "P2":
-        note = f"NSDL's I / II / III as weak / intermediate / strong; {predictions.grid_note(s)}"
-        return predictions.regime_order(s), note
-    if cid == "R1":
-        return interval(statistics.per_seed(s, _regime_match), bounds=SHARE), predictions.grid_note(s)
-    if cid == "P6":
-        return predictions.inverse_lambda_r2(s[s.regime == REGIME_OF["II"]], "T_grok"), "T = T_grok, over regime II"
-    if cid == "P4":
-        return _p4(s), "Head against embedding, over the grokked runs"
-    if cid == "P5":
-        return predictions.separation_estimate(s), "S_traj with φ = 1 − test accuracy, from T_mem on"
-    return None, ""  # P3: not testable (no groups)
+def _table2(column: str) -> dict[str, Callable[[GrokkingAnalysis], Any]]:
+    """The estimate and note of a Table 2 claim: its column at λ = 1 on NSDL's grid; our finer grid's in the note."""
+    return {"estimate": lambda a: _at_one(a.nsdl_grid, column),
+            "note": lambda a: f"On our {a.preset.nsdl.log_every}-step grid: {_ci(_at_one(a.nsdl, column))}"}
 
 
-def judge(runs: GrokRuns, preset: GrokPreset, *ids: str) -> list[ClaimResult]:
-    """The claims `ids` (default: all, in the chapter's order), judged on the per-seed estimates."""
-    specs = claims(preset)
-    results = []
-    for cid in ids or tuple(specs):
-        if cid not in specs:
-            raise KeyError(f"unknown claim {cid!r}; chapter 2 declares {', '.join(specs)}")
-        value, note = estimate(cid, runs, preset)
-        results.append(specs[cid].judge(value, note=note, ours=f"not run — {note}"
-                                        if value is None and note else None))
-    return results
+def _n_f1(a: GrokkingAnalysis) -> Estimate | None:
+    lams = fit_lambdas(a.preset.nsdl)
+    return interval(slopes_per_seed(a.nsdl[a.nsdl.grokked], lams)) if len(lams) >= 2 else None
+
+
+def _n_f1_note(a: GrokkingAnalysis) -> str:
+    return "" if len(fit_lambdas(a.preset.nsdl)) >= 2 else "Fewer than 2 of NSDL's regime-II λ's run at this scale"
+
+
+def _n_p6(a: GrokkingAnalysis) -> Estimate | None:
+    lams = fit_lambdas(a.preset.nsdl)
+    if len(lams) < 3:
+        return None
+    return predictions.inverse_lambda_r2(a.nsdl[(a.nsdl.regime == REGIME_OF["II"]) & a.nsdl.lam.isin(lams)], "T_grok")
+
+
+def _n_p6_note(a: GrokkingAnalysis) -> str:
+    lams = fit_lambdas(a.preset.nsdl)
+    return "" if len(lams) >= 3 else f"R² of a line needs 3 λ's; this scale runs {len(lams)} of NSDL's regime-II λ's"
+
+
+def _not_run(note: Callable[[GrokkingAnalysis], str]) -> Callable[[GrokkingAnalysis], str | None]:
+    """The row's text of a claim this scale cannot run: 'not run — <why>' (None, the estimate, when it runs)."""
+    return lambda a: f"not run — {note(a)}" if note(a) else None
+
+
+HEAD_NOTE = "Head against embedding, over the grokked runs"
+NSDL_INTERVALS = "against NSDL's 10-seed interval"
+CLAIMS: tuple[Claim, ...] = (
+    # NSDL's I / II / III, classified within each seed, as weak / … / strong
+    Claim(predictions.spec("P2", DOMAIN), lambda a: predictions.regime_order(a.stand_in),
+          note=lambda a: f"NSDL's I / II / III as weak / intermediate / strong; {predictions.grid_note(a.stand_in)}",
+          where="§2.2", test="all three occur, in order"),
+    Claim(predictions.spec("P1", DOMAIN), lambda a: predictions.grid_spearman(a.stand_in, "V_final"),
+          where="§2.2", test="Spearman ρ(λ, final ‖θ‖²)"),
+    Claim(ClaimSpec("R1", "Stand-in: the λ's that grok are NSDL's regime II (0.1 ≤ λ ≤ 1)", REGIMES_PAPER, "NSDL",
+                    REGIMES_RULE), lambda a: _regimes_as_nsdl(a.stand_in),
+          note=lambda a: predictions.grid_note(a.stand_in), where="§2.2, Table 2.1",
+          test="share of λ's that grok where NSDL's do"),
+    Claim(predictions.spec("P6", DOMAIN),
+          lambda a: predictions.inverse_lambda_r2(a.stand_in[a.stand_in.regime == REGIME_OF["II"]], "T_grok"),
+          note=lambda a: "T = T_grok, over regime II", where="§2.2, {ref}`Fig. 2.3 <fig-2-3>`",
+          test="R² of the fit per seed"),
+    Claim(ClaimSpec("D1", "Stand-in: the delay law with NSDL's constant — measured delay against log(V_mem/V_post)/"
+                          "(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
+          lambda a: _at_one(_with_ratio(a.stand_in), "delay_ratio"), where="§2.3, {ref}`Fig. 2.4 <fig-2-4>`",
+          test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
+    Claim(ClaimSpec("C1", "Stand-in: ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)", CONTRACTION_PAPER,
+                    "NSDL", CONTRACTION_RULE), lambda a: _at_one(a.stand_in, "c_fit"), where="§2.3, Table 2.2",
+          test=f"$c=\\gamma_{{\\rm fit}}/(\\eta\\lambda)$ at λ = 1, {NSDL_INTERVALS}"),
+    Claim(predictions.spec("P4", DOMAIN), lambda a: _p4(a.stand_in), note=lambda a: HEAD_NOTE,
+          where="§2.4, {ref}`Fig. 2.5 <fig-2-5>`, Table 2.3", test="head against embedding"),
+    Claim(ClaimSpec(
+        "O1", "Stand-in: SGD at the same η and λ neither memorises nor groks, AdamW groks (NSDL Table 7)",
+        "SGD (w = 2λ and w = λ) 0/5 memorised, 0/5 grokked, V_final ≈ 10⁻⁴; AdamW 5/5 grokked, T_grok = 1760 ± 150 "
+        "(λ = 1, η = 1e-3) [companion, Table 7]", "NSDL",
+        AllOf((("SGD neither memorises nor groks",
+                AtMost("the per-seed share of SGD runs (w = λ, 2λ) that memorise or grok", O1_MAX_SHARE)),
+               ("AdamW groks", AtLeast("the per-seed share of AdamW λ = 1 runs that grok", O1_MIN_SHARE))))),
+          _o1, note=lambda a: f"SGD budget {a.preset.stand_in.sgd_steps:,} steps",
+          where="§2.5, {ref}`Fig. 2.6 <fig-2-6>`, Table 2.4", test="shares of runs"),
+    Claim(_table2_claim("N-TM", "T_mem", "T_mem", "T_mem = 800 in 9 of 10 seeds, 1,200 in seed 49 (mean 840)"),
+          **_table2("T_mem"), where="§2.6, Table 2.5", test=NSDL_INTERVALS),
+    Claim(_table2_claim("N-TG", "T_grok", "T_grok", "T_grok = 1840 ± 215"), **_table2("T_grok"),
+          where="§2.6, Table 2.5", test=NSDL_INTERVALS),
+    Claim(_table2_claim("N-VM", "V_mem", "V_mem", "V_mem ≈ 3,900 (seed 49: 2,256; mean 3,716)"), **_table2("V_mem"),
+          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.5", test=NSDL_INTERVALS),
+    Claim(_table2_claim("N-VP", "V_post", "V_post", "V_post ≈ 300 (mean 302, range 254–345)"), **_table2("V_post"),
+          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.5", test=NSDL_INTERVALS),
+    Claim(ClaimSpec("N-C1", "At NSDL's settings ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)",
+                    CONTRACTION_PAPER, "NSDL", CONTRACTION_RULE), lambda a: _at_one(a.nsdl_grid, "c_fit"),
+          where="§2.6, Table 2.5", test=f"$c$ at λ = 1, {NSDL_INTERVALS}"),
+    Claim(ClaimSpec("N-R1", "At NSDL's settings the λ's that grok are NSDL's regime II", REGIMES_PAPER, "NSDL",
+                    REGIMES_RULE), lambda a: _regimes_as_nsdl(a.nsdl), note=lambda a: predictions.grid_note(a.nsdl),
+          where="§2.6, Table 2.6", test="share of λ's that grok where NSDL's do"),
+    # N-F1: the slope of T_grok = a/λ + b over the λ's the preset runs, against NSDL's over the same λ's
+    PresetClaim(ClaimSpec("N-F1", "At NSDL's settings T_grok = a/λ + b with NSDL's slope a (over NSDL's regime-II "
+                                  "λ's run at the scale)",
+                          f"{PRINTED_FIT} [companion]; per seed over the same λ's in its released runs "
+                          "[companion-data]", "NSDL", slope_claim(PRESETS["paper"].nsdl).rule),
+                _n_f1, note=_n_f1_note, ours=_not_run(_n_f1_note), declare=lambda p: slope_claim(p.nsdl),
+                where="§2.6, {ref}`Fig. 2.8 <fig-2-8>`",
+                test="slope a per seed, against NSDL's per-seed slopes over the same λ's"),
+    Claim(_at_nsdl(predictions.spec("P6", DOMAIN, prefix="N-")), _n_p6, note=_n_p6_note, ours=_not_run(_n_p6_note),
+          where="§2.6", test="R² of the fit per seed (3 λ's at least: paper scale)"),
+    Claim(ClaimSpec("N-D1", "At NSDL's settings the delay law with NSDL's constant — measured delay against "
+                            "log(V_mem/V_post)/(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
+          lambda a: _at_one(_with_ratio(a.nsdl_grid), "delay_ratio"), where="§2.6, Table 2.5",
+          test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
+    Claim(_at_nsdl(predictions.spec("P4", DOMAIN, prefix="N-")), lambda a: _p4(a.nsdl), note=lambda a: HEAD_NOTE,
+          where="§2.6", test="head against embedding"),
+    Claim(predictions.spec("P5", DOMAIN), lambda a: predictions.separation_estimate(a.stand_in),
+          note=lambda a: "S_traj with φ = 1 − test accuracy, from T_mem on", where="§2.7",
+          test="$S_{\\rm traj}$, φ = 1 − test accuracy from $T_{\\rm mem}$ on"),
+    Claim(predictions.spec("P3", DOMAIN), lambda a: None,  # not testable here: no groups in modular arithmetic
+          where="§2.7", test="none: modular arithmetic has no groups"),
+)
 
 
 def numbers(runs: GrokRuns, preset: GrokPreset) -> dict[str, float]:
@@ -829,4 +871,5 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "2. Grokking on modular arithmetic", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())
+CHAPTER = Chapter(NAME, "2. Grokking on modular arithmetic", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at,
+                  claims=CLAIMS)
