@@ -149,3 +149,16 @@ def test_a_page_is_keyed_on_the_code_it_executes():
     assert not any(f.startswith("cli/") for f in toy)
     assert {"chapters/toy_norm_hierarchy.py", "chapters/border_cifar.py", "chapters/synthesis.py"} <= files("06_synthesis")
     assert page_source_files("not_a_chapter") is None
+
+
+def test_the_introduction_lists_the_registered_chapters(tmp_path, monkeypatch):
+    """The table of chapters is made from the registry: a chapter added there is listed, with its summary."""
+    from nhtlib.chapters import CHAPTERS
+
+    monkeypatch.setenv("NHT_RESULTS", str(tmp_path))
+    text = build._render_intro("# Intro\n\n{{ chapters }}\n", "smoke")
+    rows = [line for line in text.splitlines() if line.startswith("| {doc}")]
+    assert len(rows) == len(CHAPTERS)
+    for row, chapter in zip(rows, CHAPTERS.values()):
+        assert f"<../notebooks/{chapter.name}>" in row and chapter.title in row
+        assert chapter.summary and chapter.summary in row and row.endswith("| not run at this scale |")

@@ -2,8 +2,10 @@
 ReLU MLP whose output layer starts `alpha` times larger than PyTorch's default, trained by AdamW with decoupled
 weight decay. The lazy (shortcut) interpolant is reached first; decay drags the network to the XOR rule.
 
-What the notebook uses: `PRESETS` (one `ToyPreset` per scale), `configs` (the grid; `sweeps` names it for the planner), `analyse` (the run table ->
-one summary row per run, with the delay-law and separation columns), `CLAIMS` and `judge` (the verdicts), and
+What the notebook uses: `PRESETS` (one `ToyPreset` per scale), `configs` (the grid; `sweeps` names it for the
+planner), `analyse` (the run table -> one summary row per run, with the delay-law and separation columns),
+`CHAPTER.claims` (each `Claim` reads that summary: `CHAPTER.judge(summary)` gives every claims row, in the order of
+the chapter's sections, and `nhtlib.report.claims.overview_markdown` the opening table), the tables, and
 `narrative_numbers` (the measured numbers the chapter's prose quotes).
 """
 from __future__ import annotations
@@ -23,10 +25,15 @@ from nhtlib.analysis.generalisation import memorisation_score
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
-from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, ClaimResult, Estimate, Within
+from nhtlib.report.claims import Claim
+from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, Estimate, Within
 from nhtlib.analysis.statistics import interval
 
 NAME = "01_toy_norm_hierarchy"
+SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
+    "A small model of our own (a lazy, memorising shortcut against a low-norm XOR rule) in which the three "
+    "regimes, the delay law $T \\approx \\gamma_{eff}^{-1}\\log(V_{sc}/V_{st})$ and the output-layer-first "
+    "ordering can be tested directly (NHT).")
 DOMAIN = "toy (XOR, ours)"
 HEAD, BODY = "layers.output", "layers.input"  # the layers P4 compares
 
@@ -134,20 +141,7 @@ def middle_alpha(summary: pd.DataFrame) -> float:
 
 
 # ------------------------------------------------------------------------------------------------------ claims
-
-DELAY_LAW = ClaimSpec(
-    "T2", "Delay law (NHT eq. 1): the measured delay T_struct − T_fit grows as log(V_sc/V_st)/(2ηλ) across λ and α",
-    "Θ(·) with the constant unspecified [paper]; R² = 0.971 for T = a/λ + b on modular arithmetic [companion]",
-    "book", AllOf((("R²", AtLeast("the per-seed R² of measured against predicted delay", 0.9)),
-                   ("slope", Within("the per-seed slope of measured against predicted delay", 0.5, 2.0)))))
-CONTRACTION = ClaimSpec(
-    "C1", "The squared norm contracts during the escape at c·ηλ with NSDL's c under AdamW",
-    "c = γ/(ηλ) = 1.41 measured on modular arithmetic [companion]; 2 for pure decoupled decay [ours]", "book",
-    Within("the per-seed median c = γ/(ηλ) of the intermediate runs", 1.2, 1.7))
-CLAIMS = {"P1": predictions.spec("P1", DOMAIN), "P2": predictions.spec("P2", DOMAIN),
-          "T2": DELAY_LAW, "P6": predictions.spec("P6", DOMAIN), "C1": CONTRACTION,
-          "P4": predictions.spec("P4", DOMAIN), "P5": predictions.spec("P5", DOMAIN)}
-
+# Every claim reads the summary `analyse` returns (its second item): `CHAPTER.judge(summary)`.
 
 def _per_seed_line(summary: pd.DataFrame, x: str, y: str) -> tuple[list[float], list[float]]:
     """Per seed: (slopes, R²s) of the least-squares line y ~ x over that seed's rows with finite x and y (>= 3;
@@ -161,34 +155,46 @@ def _per_seed_line(summary: pd.DataFrame, x: str, y: str) -> tuple[list[float], 
     return slopes, r2s
 
 
-def estimates(summary: pd.DataFrame) -> dict[str, Estimate | dict[str, Estimate]]:
-    """The per-seed estimate behind every claim of the chapter (keys: the claim ids)."""
-    at_middle = summary[summary.alpha == middle_alpha(summary)]
-    inter = summary[summary.regime == "intermediate"]
-    slopes, r2s = _per_seed_line(inter, "T_pred", "delay")
-    return {
-        "P1": predictions.grid_spearman(summary, "V_final"),
-        "P2": predictions.regime_order(at_middle),
-        "T2": {"R²": interval(r2s, bounds=(-np.inf, 1.0)), "slope": interval(slopes)},
-        "P6": predictions.inverse_lambda_r2(at_middle[at_middle.regime == "intermediate"], "T_struct"),
-        "C1": interval([g.c_fit.median() for _, g in summary.groupby("seed")]),
-        "P4": predictions.head_first_share(summary, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
-                                           head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
-                                           runs=summary.regime == "intermediate"),
-        "P5": predictions.separation_estimate(summary),
-    }
+def _at_middle(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[summary.alpha == middle_alpha(summary)]
 
 
-def judge(summary: pd.DataFrame) -> list[ClaimResult]:
-    """Every claim of the chapter, judged on the per-seed estimates (in the order of the chapter's sections)."""
-    found = estimates(summary)
-    return [CLAIMS[cid].judge(found[cid]) for cid in CLAIMS]
+def _intermediate(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[summary.regime == "intermediate"]
+
+
+def delay_law_fit(summary: pd.DataFrame) -> dict[str, Estimate]:
+    """T2: the per-seed R² and slope of the measured delay against T_pred over the intermediate runs."""
+    slopes, r2s = _per_seed_line(_intermediate(summary), "T_pred", "delay")
+    return {"R²": interval(r2s, bounds=(-np.inf, 1.0)), "slope": interval(slopes)}
+
+
+def contraction_factor(summary: pd.DataFrame) -> Estimate:
+    """C1: per seed, the median c = γ/(ηλ) of its intermediate runs (c_fit is NaN outside them)."""
+    return interval([g.c_fit.median() for _, g in summary.groupby("seed")])
+
+
+def output_layer_first(summary: pd.DataFrame) -> Estimate:
+    """P4: per seed, the share of its intermediate runs whose output layer peaks no later and contracts more."""
+    return predictions.head_first_share(summary, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
+                                        head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
+                                        runs=summary.regime == "intermediate")
+
+
+DELAY_LAW = ClaimSpec(
+    "T2", "Delay law (NHT eq. 1): the measured delay T_struct − T_fit grows as log(V_sc/V_st)/(2ηλ) across λ and α",
+    "Θ(·) with the constant unspecified [paper]; R² = 0.971 for T = a/λ + b on modular arithmetic [companion]",
+    "book", AllOf((("R²", AtLeast("the per-seed R² of measured against predicted delay", 0.9)),
+                   ("slope", Within("the per-seed slope of measured against predicted delay", 0.5, 2.0)))))
+CONTRACTION = ClaimSpec(
+    "C1", "The squared norm contracts during the escape at c·ηλ with NSDL's c under AdamW",
+    "c = γ/(ηλ) = 1.41 measured on modular arithmetic [companion]; 2 for pure decoupled decay [ours]", "book",
+    Within("the per-seed median c = γ/(ηλ) of the intermediate runs", 1.2, 1.7))
 
 
 def narrative_numbers(summary: pd.DataFrame) -> dict[str, float]:
     """Measured numbers the chapter's prose quotes (medians over intermediate runs)."""
-    inter = summary[summary.regime == "intermediate"]
-    slopes, r2s = _per_seed_line(inter, "T_pred", "delay")
+    inter = _intermediate(summary)
     return {"n_intermediate": float(len(inter)), "c_median": float(inter.c_fit.median()),
             "V_st_median": float(inter.V_final.median()), "V_sc_median": float(inter.V_fit.median())}
 
@@ -231,4 +237,22 @@ def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) ->
     return sweeps(PRESETS[scale], data_root, first_seed)
 
 
-CHAPTER = Chapter(NAME, "1. A toy norm-hierarchy model", __name__, presets=PRESETS, sweeps_of=_sweeps_at, claims=())
+CHAPTER = Chapter(
+    NAME, "1. A toy norm-hierarchy model", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at,
+    claims=(  # in the order of the chapter's sections; each reads the summary `analyse` returns
+        Claim(predictions.spec("P1", DOMAIN), lambda summary: predictions.grid_spearman(summary, "V_final"),
+              where="§1.3", test="Spearman ρ(λ, final ‖θ‖²)"),
+        Claim(predictions.spec("P2", DOMAIN), lambda summary: predictions.regime_order(_at_middle(summary)),
+              where="§1.3, {ref}`Fig. 1.1 <fig-1-1>`–{ref}`1.2 <fig-1-2>`, Table 1.1",
+              test="all three occur, in order of λ"),
+        Claim(DELAY_LAW, delay_law_fit, where="§1.4, {ref}`Fig. 1.3a <fig-1-3>`",
+              test="R² and slope of measured vs predicted delay"),
+        Claim(predictions.spec("P6", DOMAIN),
+              lambda summary: predictions.inverse_lambda_r2(_intermediate(_at_middle(summary)), "T_struct"),
+              where="§1.4, {ref}`Fig. 1.3b <fig-1-3>`", test=r"R² of $T=a/\lambda+b$"),
+        Claim(CONTRACTION, contraction_factor, where="§1.4", test="median fitted $c$"),
+        Claim(predictions.spec("P4", DOMAIN), output_layer_first, where="§1.5, {ref}`Fig. 1.4 <fig-1-4>`",
+              test="share of intermediate runs with the output layer first"),
+        Claim(predictions.spec("P5", DOMAIN), predictions.separation_estimate, where="§1.5",
+              test=r"$S_{\rm traj}$ of the intermediate runs"),
+    ))
