@@ -44,6 +44,7 @@ from nhtlib.report.verdicts import Agrees, AllOf, AtLeast, AtMost, ClaimResult, 
 from nhtlib.analysis.statistics import interval
 
 NAME = "02_grokking"
+STAND_IN_SWEEP = "stand-in sweep"  # the MLP stand-in's λ sweep, by name: chapter 6 reads it
 SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
     "The delayed generalisation of a small network on $a + b \\bmod p$ as a norm-hierarchy transition: the "
     "three regimes in λ, the $T_{grok}=a/\\lambda+b$ fit, the delay law, layer order, AdamW vs SGD (NHT and "
@@ -360,7 +361,7 @@ def sweeps(preset: GrokPreset, data_root: str | None = None, first_seed: int = 0
                               weight_decays=[lam])]
     sgd = grid(stand_in_config(s, optimizer="sgd", steps=s.sgd_steps),
                seeds=range(first_seed, first_seed + s.sgd_seeds), weight_decays=[LAM_ONE, 2 * LAM_ONE])
-    return [Sweep("one run", (_single_config(s, first_seed),)), with_dlr("stand-in sweep", stand_in),
+    return [Sweep("one run", (_single_config(s, first_seed),)), with_dlr(STAND_IN_SWEEP, stand_in),
             Sweep("SGD", tuple(sgd)), Sweep("NSDL settings", tuple(nsdl_configs(n, first_seed)))]
 
 

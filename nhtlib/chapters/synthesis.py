@@ -87,8 +87,8 @@ def _tidy(runs: pd.DataFrame, summary: pd.DataFrame, keys: list[str], t_column: 
 
 # What this chapter reads of chapters 1–4, per domain key: (the chapter's module, the name of its sweep), in the
 # order of the S spectrum; `load` and `sweeps` reach the other chapters only through these (`<module>.CHAPTER`).
-_READ = {"toy": (toy, "toy grid"), "grok": (grokking, "stand-in sweep"), "borders": (borders, "λ sweep"),
-         "celeba": (cw, "celeba"), "waterbirds": (cw, "waterbirds")}
+_READ = {"toy": (toy, toy.GRID), "grok": (grokking, grokking.STAND_IN_SWEEP), "borders": (borders, borders.LAMBDA_SWEEP),
+         "celeba": (cw, cw.CELEBA_SWEEP), "waterbirds": (cw, cw.WATERBIRDS_SWEEP)}
 
 
 def _sweep(key: str, scale: str, data_root: str | None, first_seed: int) -> Sweep:

@@ -30,6 +30,7 @@ from nhtlib.report.verdicts import AllOf, AtLeast, ClaimSpec, Estimate, Within
 from nhtlib.analysis.statistics import interval
 
 NAME = "01_toy_norm_hierarchy"
+GRID = "toy grid"  # the chapter's one sweep (seeds × λ × α), by name: chapter 6 reads it
 SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
     "A small model of our own (a lazy, memorising shortcut against a low-norm XOR rule) in which the three "
     "regimes, the delay law $T \\approx \\gamma_{eff}^{-1}\\log(V_{sc}/V_{st})$ and the output-layer-first "
@@ -90,7 +91,7 @@ def configs(preset: ToyPreset, first_seed: int = 0) -> list[RunConfig]:
 
 def sweeps(preset: ToyPreset, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
     """The chapter's one sweep (what the compute planner plans; data_root is unused: the data are generated)."""
-    return [with_dlr("toy grid", configs(preset, first_seed))]
+    return [with_dlr(GRID, configs(preset, first_seed))]
 
 
 def run(preset: ToyPreset, *, first_seed: int = 0, device: str = "auto", progress: bool = True) -> pd.DataFrame:
