@@ -56,12 +56,6 @@ def decay_percent(steps: Sequence[float], values: Sequence[float], include_init:
     return float(100.0 * (peak - v[-1]) / peak)
 
 
-def peak_then_decay(steps: Sequence[float], values: Sequence[float], min_decay_percent: float = 2.0,
-                    include_init: bool = False) -> bool:
-    """True when the trajectory has an interior maximum followed by a decay of at least min_decay_percent."""
-    return decay_percent(steps, values, include_init) >= min_decay_percent
-
-
 def transition_step(steps: Sequence[float], values: Sequence[float], threshold: float, *,
                     direction: str = "above", after: float | None = None) -> float:
     """First logged step (>= `after`) at which values >= threshold ('above') or <= threshold ('below').

@@ -231,15 +231,6 @@ def _load(sweep: Sweep, preset: BorderPreset, *, device, progress) -> pd.DataFra
     return runs.rename(columns={"weight_decay": "lam"})
 
 
-def lambda_runs(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, device: str = "auto",
-                progress: bool = True) -> pd.DataFrame:
-    """Experiment A's run table alone (the λ sweep at ρ = 0.95, with epoch, lam and rho columns): what chapter 6
-    reads D_LR along."""
-    declared = sweeps(preset, data_root, first_seed)
-    plan.check_data(declared[:1], full=preset.full_data)
-    return _load(declared[0], preset, device=device, progress=progress).assign(rho=RHO_A)
-
-
 def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, device: str = "auto",
         progress: bool = True, transition_time: str = "head_peak", clean_threshold: float = 0.5,
         contraction_fraction: float = 0.1) -> BorderRuns:

@@ -25,7 +25,6 @@ import pandas as pd
 from nhtlib.config import stable_hash
 
 BOX_TAG = "nht-provenance"  # the tag of the inserted cell (a re-run replaces it, never stacks a second one)
-PARAMETERS_TAG = "parameters"
 
 
 def notebook_digest(path: str | os.PathLike) -> str:
