@@ -300,8 +300,15 @@ def sweeps(preset: ChapterPreset, data_root: str | None, first_seed: int = 0, *,
 
 def _run_domain(d: Domain, first_seed: int, device: str, progress: bool) -> DomainRuns:
     n_train = d.data.splits["train"].size
-    train = train_config(d.preset, n_train)
     runs = domain_sweep(d.name, d.task, d.preset, n_train, first_seed).run(device=device, progress=progress)
+    return domain_runs(d, runs)
+
+
+def domain_runs(d: Domain, runs: pd.DataFrame) -> DomainRuns:
+    """One data set's analysed runs from its λ sweep's run table (as `Sweep.run` returns it): epochs, the group
+    metrics of the built data set (`d.data`), the head/conv1 norm ratio, and the per-run summary."""
+    n_train = d.data.splits["train"].size
+    train = train_config(d.preset, n_train)
     spe = math.ceil(n_train / d.preset.batch_size)
     runs["epoch"] = (runs.step / spe).round().astype(int)
     runs = groups.add_group_metrics(runs, d.data.meta["groups"], split="test",

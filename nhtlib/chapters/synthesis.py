@@ -135,12 +135,11 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     out["borders"] = DomainTrajectories("borders", "CIFAR-10 borders", borders.NAME, table, per_run,
                                         "T_head_peak: the head norm's peak, where it then contracts",
                                         "shortcut accuracy")
-    # chapter 4: both λ sweeps; T as in chapter 3. Its group metrics need the built data sets (`cw.domains`), so
-    # its runs are read by `cw.run`, which trains (or reads back) the same two sweeps `_READ` names
+    # chapter 4: both λ sweeps; T as in chapter 3. Its group metrics need the built data sets (`cw.domains`)
     params = ChapterParams(scale=scale, device=device, seed=first_seed, data_root=data_root)
-    both = cw.run(cw.domains(cw.CHAPTER.preset(scale), params), first_seed=first_seed, **load_kw)
+    built = cw.domains(cw.CHAPTER.preset(scale), params)
     for key in ("celeba", "waterbirds"):
-        dr = getattr(both, key)
+        dr = cw.domain_runs(built[key], _runs(key, scale, data_root, first_seed, **load_kw))
         table, per_run = _tidy(dr.runs, dr.summary, ["lam", "seed"], "T_head_peak", "test_spurious_reliance",
                                dr.steps_per_epoch)
         out[key] = DomainTrajectories(key, dr.domain.name, cw.NAME, table, per_run,
