@@ -40,11 +40,12 @@ from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Equivalent
 from nhtlib.analysis.statistics import interval, sd_interval
 
 NAME = "03_border_cifar"
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "A spurious colour-border shortcut on CIFAR-10: λ and ρ sweeps, layer-wise norms, the phase diagram, "
-    "SimpleCNN vs ResNet18 ± normalisation, a transition time for vision (NHT). At cpu scale (16×16 images, "
-    "2,000 images, 12 epochs) the models learn the border long before the image content, so claims about "
-    "clean accuracy are only partly testable there.")
+SUMMARY = " ".join(r"""
+A spurious colour-border shortcut on CIFAR-10: λ and ρ sweeps, layer-wise norms, the phase diagram, SimpleCNN vs
+ResNet18 ± normalisation, a transition time for vision (NHT). At cpu scale (16×16 images, 2,000 images, 12
+epochs) the models learn the border long before the image content, so claims about clean accuracy are only
+partly testable there.
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 DOMAIN = "CIFAR-10 borders"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0)  # Fig. 1 [paper; values digitised]
 PAPER_RHOS = (0.5, 0.8, 0.95, 1.0)  # Fig. 2 [digitised]

@@ -44,9 +44,10 @@ from nhtlib.analysis.statistics import interval
 
 NAME = "04_celeba_waterbirds"
 CELEBA_SWEEP, WATERBIRDS_SWEEP = "celeba", "waterbirds"  # the two λ sweeps, by name (the keys of `domain_tasks`)
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "Where the norm hierarchy does not separate: CelebA (Smiling vs Blond_Hair) on a 5,732-image subset, a "
-    "Waterbirds stand-in built from real CUB photos, worst-group accuracy (NHT).")
+SUMMARY = " ".join(r"""
+Where the norm hierarchy does not separate: CelebA (Smiling vs Blond_Hair) on a 5,732-image subset, a Waterbirds
+stand-in built from real CUB photos, worst-group accuracy (NHT).
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 CELEBA, WATERBIRDS = "CelebA", "Waterbirds"  # NHT Table 3's rows
 STANDIN = "Waterbirds (CUB stand-in)"  # the S spectrum's name for the stand-in: its numbers are not Waterbirds'
 PREFIX = {CELEBA: "C-", WATERBIRDS: "W-"}

@@ -40,9 +40,10 @@ from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Equivalent
 from nhtlib.analysis.statistics import interval
 
 NAME = "05_dlr_batchnorm"
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "The metric $\\mathcal{D}_{LR}=1-\\mathrm{CKA}(T,T_{MP})$, rich ≠ better on MNIST, $\\mathcal{D}_{LR}$ along "
-    "grokking, output-scale sweep, BatchNorm in VGG, learning rates in ResNet18, eigen-plots (D_LR).")
+SUMMARY = " ".join(r"""
+The metric $\mathcal{D}_{LR}=1-\mathrm{CKA}(T,T_{MP})$, rich ≠ better on MNIST, $\mathcal{D}_{LR}$ along
+grokking, output-scale sweep, BatchNorm in VGG, learning rates in ResNet18, eigen-plots (D_LR).
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 SHARE = predictions.SHARE  # the range an interval of a share of seeds is clipped to
 UNVERIFIED = "[sec; not verified against the paper's body]"  # dlr.md §0: every number of §4 is from a summary
 

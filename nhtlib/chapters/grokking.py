@@ -45,10 +45,11 @@ from nhtlib.analysis.statistics import interval
 
 NAME = "02_grokking"
 STAND_IN_SWEEP = "stand-in sweep"  # the MLP stand-in's λ sweep, by name: chapter 6 reads it
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "The delayed generalisation of a small network on $a + b \\bmod p$ as a norm-hierarchy transition: the "
-    "three regimes in λ, the $T_{grok}=a/\\lambda+b$ fit, the delay law, layer order, AdamW vs SGD (NHT and "
-    "its companion NSDL).")
+SUMMARY = " ".join(r"""
+The delayed generalisation of a small network on $a + b \bmod p$ as a norm-hierarchy transition: the three
+regimes in λ, the $T_{grok}=a/\lambda+b$ fit, the delay law, layer order, AdamW vs SGD (NHT and its companion
+NSDL).
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 DOMAIN = "modular arithmetic"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.1, 0.3, 0.5, 1.0, 2.0, 5.0)  # NSDL Table 3 [companion]
 LAM_ONE = 1.0  # NSDL Table 2's λ; the one-run figure, the SGD comparison, C1 and D1

@@ -37,11 +37,12 @@ from nhtlib.analysis.statistics import interval
 from nhtlib.chapters import border_cifar as borders, celeba_waterbirds as cw, grokking, toy_norm_hierarchy as toy
 
 NAME = "06_synthesis"
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "What only the two papers together can ask, on the runs of chapters 1–4: does $\\mathcal{D}_{LR}$ move at "
-    "the norm transitions, and which way; a forecaster of the transition step from the first part of the norm "
-    "trajectory against $T=a/\\lambda+b$; the separation score $S$ of every domain (the \"S spectrum\") and "
-    "NHT's Table 3 beside our verdicts (ours).")
+SUMMARY = " ".join(r"""
+What only the two papers together can ask, on the runs of chapters 1–4: does $\mathcal{D}_{LR}$ move at the norm
+transitions, and which way; a forecaster of the transition step from the first part of the norm trajectory
+against $T=a/\lambda+b$; the separation score $S$ of every domain (the "S spectrum") and NHT's Table 3 beside
+our verdicts (ours).
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 WINDOW = 0.25  # h = WINDOW × T: the windows [T − h, T + h] across and [T − 3h, T − h] before the transition
 GRID = np.linspace(0.0, 2.0, 41)  # t / T at which the figure shows every transitioned run
 HALF = 0.5  # the forecaster claim reads the forecasts made with half of T observed

@@ -31,10 +31,11 @@ from nhtlib.analysis.statistics import interval
 
 NAME = "01_toy_norm_hierarchy"
 GRID = "toy grid"  # the chapter's one sweep (seeds × λ × α), by name: chapter 6 reads it
-SUMMARY = (  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
-    "A small model of our own (a lazy, memorising shortcut against a low-norm XOR rule) in which the three "
-    "regimes, the delay law $T \\approx \\gamma_{eff}^{-1}\\log(V_{sc}/V_{st})$ and the output-layer-first "
-    "ordering can be tested directly (NHT).")
+SUMMARY = " ".join(r"""
+A small model of our own (a lazy, memorising shortcut against a low-norm XOR rule) in which the three regimes,
+the delay law $T \approx \gamma_{eff}^{-1}\log(V_{sc}/V_{st})$ and the output-layer-first ordering can be tested
+directly (NHT).
+""".split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 DOMAIN = "toy (XOR, ours)"
 HEAD, BODY = "layers.output", "layers.input"  # the layers P4 compares
 
