@@ -24,7 +24,8 @@ from nhtlib.engine.sweep import Sweep
 from nhtlib.report.claims import Claim
 from nhtlib.report.verdicts import ClaimResult
 
-SweepsOf = Callable[[str, "str | None", int], list[Sweep]]  # (scale, data_root, first_seed) -> the chapter's sweeps
+# (preset, data_root, first_seed) -> the chapter's sweeps; a chapter without presets gets the scale's name instead
+SweepsOf = Callable[[Any, "str | None", int], list[Sweep]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Chapter:
     title: str  # the page's title, for the registry's listings and links between chapters
     module: str  # the chapter module's dotted name: its source (with the report's) is what the page executes
     presets: Mapping[str, Any]  # scale -> preset; empty for a chapter that trains nothing of its own
-    sweeps_of: SweepsOf  # what it trains (or reads) at a scale: the planner's and the builder's view
+    sweeps_of: SweepsOf  # the module's `sweeps`: what it trains (or reads) for a preset: the planner's, builder's view
     claims: tuple[Claim, ...]  # in the order of the chapter's sections; ids unique
     reads: tuple[str, ...] = ()  # names of the chapters whose runs it reads instead of training its own
     data: tuple[str, ...] = field(default=())  # data set folders under data_root it reads (() = generated data)
@@ -57,8 +58,9 @@ class Chapter:
         return self.presets[scale]
 
     def sweeps(self, scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-        """Every sweep the chapter trains (or, with `reads`, reads) at `scale`."""
-        return list(self.sweeps_of(scale, data_root, first_seed))
+        """Every sweep the chapter trains (or, with `reads`, reads) at `scale`: `sweeps_of` on the scale's preset (on
+        the scale's name for a chapter without presets of its own)."""
+        return list(self.sweeps_of(self.preset(scale) if self.presets else scale, data_root, first_seed))
 
     def sweep(self, name: str, scale: str, data_root: str | None = None, first_seed: int = 0) -> Sweep:
         """The sweep called `name` (ConfigError listing the chapter's sweeps when there is none)."""

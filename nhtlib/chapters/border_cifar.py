@@ -227,7 +227,13 @@ def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> 
 
 
 def _load(sweep: Sweep, preset: BorderPreset, *, device, progress) -> pd.DataFrame:
-    runs = sweep.run(device=device, progress=progress)
+    return epoch_table(sweep.run(device=device, progress=progress), preset)
+
+
+def epoch_table(runs: pd.DataFrame, preset: BorderPreset) -> pd.DataFrame:
+    """A sweep's run table as the chapter reads it: with an `epoch` column (steps / steps per epoch, rounded) and λ
+    as `lam`. Chapter 6 reads the λ sweep through it too."""
+    runs = runs.copy()
     runs["epoch"] = (runs.step / steps_per_epoch(preset)).round().astype(int)
     return runs.rename(columns={"weight_decay": "lam"})
 
@@ -624,9 +630,5 @@ def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-    return sweeps(PRESETS[scale], data_root, first_seed)
-
-
-CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at,
+CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps,
                   claims=_CLAIMS)

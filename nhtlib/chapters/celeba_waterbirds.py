@@ -572,8 +572,4 @@ def numbers(runs: ChapterRuns) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-    return sweeps(PRESETS[scale], data_root, first_seed)
-
-
-CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at, claims=CLAIMS)
+CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps, claims=CLAIMS)

@@ -732,11 +732,7 @@ def _e1(runs: RichnessRuns) -> dict[str, Estimate]:
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-    return sweeps(PRESETS[scale], data_root, first_seed)
-
-
-CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at, claims=(
+CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps, claims=(
     Claim(ClaimSpec(
         "R1", "On Shortcut MNIST (ours) rich training (all layers) is richer (lower D_LR) yet generalises worse "
               "than last-layer-only training — the book's stand-in for the paper's Fig. 1",

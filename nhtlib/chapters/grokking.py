@@ -869,9 +869,5 @@ def numbers(runs: GrokRuns, preset: GrokPreset) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-    return sweeps(PRESETS[scale], data_root, first_seed)
-
-
-CHAPTER = Chapter(NAME, "2. Grokking on modular arithmetic", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at,
+CHAPTER = Chapter(NAME, "2. Grokking on modular arithmetic", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps,
                   claims=CLAIMS)

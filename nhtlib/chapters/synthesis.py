@@ -127,9 +127,7 @@ def load(scale: str, data_root: str | None = None, *, first_seed: int = 0, devic
     # norm's peak (counted where it then contracts)
     bp = borders.CHAPTER.preset(scale)
     plan.check_data([_sweep("borders", **read)], full=bp.full_data)
-    runs = _runs("borders", **read, **load_kw)
-    runs["epoch"] = (runs.step / borders.steps_per_epoch(bp)).round().astype(int)
-    runs = runs.rename(columns={"weight_decay": "lam"})
+    runs = borders.epoch_table(_runs("borders", **read, **load_kw), bp)
     summary = vision.summarise(runs, ["lam", "seed"], layers=borders.CONVS)
     table, per_run = _tidy(runs, summary, ["lam", "seed"], "T_head_peak", "shortcut_acc",
                            borders.steps_per_epoch(bp))

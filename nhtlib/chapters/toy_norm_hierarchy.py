@@ -235,12 +235,8 @@ def layer_table(summary: pd.DataFrame, columns: Sequence[str] = ("peak_step", "d
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-def _sweeps_at(scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
-    return sweeps(PRESETS[scale], data_root, first_seed)
-
-
 CHAPTER = Chapter(
-    NAME, "1. A toy norm-hierarchy model", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=_sweeps_at,
+    NAME, "1. A toy norm-hierarchy model", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps,
     claims=(  # in the order of the chapter's sections; each reads the summary `analyse` returns
         Claim(predictions.spec("P1", DOMAIN), lambda summary: predictions.grid_spearman(summary, "V_final"),
               where="§1.3", test="Spearman ρ(λ, final ‖θ‖²)"),
