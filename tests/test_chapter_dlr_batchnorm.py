@@ -6,9 +6,12 @@ import pytest
 
 from nhtlib.chapters import dlr_batchnorm as richness
 from nhtlib.config import ConfigError
-from nhtlib.report.verdicts import INCONCLUSIVE, MIN_UNITS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
+from nhtlib.report.verdicts import (ArmComparison, INCONCLUSIVE, MIN_UNITS, NOT_AT_THIS_SCALE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY,
+                                    REPRODUCED, SOURCES, PositiveControl)
 
-IDS = ["R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"]  # the order of the notebook's sections
+TESTED = ["R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"]  # the order of the notebook's sections
+UNTESTED = ["U-NC", "U-ST", "U-WD", "U-N", "U-I", "U-J", "U-F5", "U-GT"]  # the paper's claims no run tests (§5.8)
+IDS = TESTED + UNTESTED
 EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
                  "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}  # the runs each claim reads
 
@@ -45,12 +48,12 @@ def test_experiments_run_every_seed_of_every_arm():
 
 def test_claims_are_declared_once_with_stable_ids():
     claims = richness.CHAPTER.claims
-    assert [c.id for c in claims] == IDS and set(EXPERIMENT_OF) == set(IDS)
+    assert [c.id for c in claims] == IDS and set(EXPERIMENT_OF) == set(TESTED)
     for c in claims:
         assert c.spec.source in SOURCES and c.where and c.test
-    assert {c.id for c in claims if c.spec.rule.null} == {"A2", "L2"}
+    assert {c.id for c in claims if c.spec.rule.null} == {"A2", "L2", "B1"}  # B1: a comparison needs both arms alive
     assert {c.id for c in claims if c.spec.source == "book"} == {"R1", "G2"}
-    assert {c.id for c in claims if c.control} == {"A2", "L2"}  # a null claim has its positive control
+    assert {c.id for c in claims if c.control} == {"A2", "L2", "B1"}  # each has its positive control
     assert set(richness.EXPERIMENTS) == set(EXPERIMENT_OF.values())
 
 
@@ -85,13 +88,29 @@ def test_r1_richer_and_worse():
     assert verdict(final_table("shortcut", arms, seeds=1), "R1").verdict == INCONCLUSIVE
 
 
+def bn_arms(off_train=0.5, on_dlr=0.1, on_test=0.7):
+    return {(("batchnorm", False),): {"dlr": 0.7, "test_acc": 0.2, "train_acc": off_train, "s_init": 0.99},
+            (("batchnorm", True),): {"dlr": on_dlr, "test_acc": on_test, "train_acc": 0.9, "s_init": 0.2}}
+
+
 def test_b1_reads_the_batchnorm_pairs():
-    arms = {(("batchnorm", False),): {"dlr": 0.7, "test_acc": 0.2},
-            (("batchnorm", True),): {"dlr": 0.1, "test_acc": 0.7}}
-    row = verdict(final_table("batchnorm", arms, dataset="cifar10"), "B1")
-    assert row.verdict == REPRODUCED and "cifar10" in row.note
-    arms[(("batchnorm", True),)].update(dlr=0.9, test_acc=0.1)
-    assert verdict(final_table("batchnorm", arms), "B1").verdict == NOT_REPRODUCED
+    table = final_table("batchnorm", bn_arms(), dataset="cifar10")
+    row = verdict(table, "B1")
+    assert row.verdict == REPRODUCED and "cifar10" in row.note and "passed" in row.note
+    assert richness.batchnorm_caveat(table) == ""
+    assert verdict(final_table("batchnorm", bn_arms(on_dlr=0.9, on_test=0.1)), "B1").verdict == NOT_REPRODUCED
+
+
+def test_b1_a_dead_arm_neither_wins_nor_loses():
+    dead = final_table("batchnorm", bn_arms(off_train=0.1))  # the no-BN arm at chance: random features, lazy
+    row = verdict(dead, "B1")
+    assert row.verdict == INCONCLUSIVE and "never trained" in row.note and "FAILED" in row.note
+    assert "more epochs" in row.note and "Caveat" in richness.batchnorm_caveat(dead)
+    worse = verdict(final_table("batchnorm", bn_arms(off_train=0.1, on_dlr=0.9, on_test=0.1)), "B1")
+    assert worse.verdict == INCONCLUSIVE  # nor can it lose
+    with pytest.raises(ConfigError):
+        ArmComparison("a comparison", 0.0)  # a comparison of two arms needs its control
+    assert ArmComparison("x", 0.0, PositiveControl("y", 0.1)).judge(None, None) == INCONCLUSIVE
 
 
 def grokking_table(groks=True, seeds=3):
@@ -106,15 +125,48 @@ def grokking_table(groks=True, seeds=3):
     return pd.DataFrame(rows)
 
 
+def fine_grokking_table(dlr, t_grok=60, seeds=3, last=100):
+    """Steps 0, 5, .., last: memorised from step 10, test ≥ 95 % from t_grok; dlr(step, seed) gives D_LR."""
+    rows = []
+    for seed in range(seeds):
+        for step in range(0, last + 1, 5):
+            rows.append({"experiment": "grokking", "run": seed, "seed": seed, "step": step,
+                         "train_acc": 1.0 if step >= 10 else 0.3, "test_acc": 1.0 if step >= t_grok else 0.05,
+                         "dlr": dlr(step, seed), "dlr_null": 0.1, "chance": 0.1, "dataset": "mod p"})
+    return pd.DataFrame(rows)
+
+
+def drop_at_grok(step, seed):
+    """D_LR flat at 0.6 after memorisation, falling to 0.2 over steps 50–70 (T_grok = 60)."""
+    return 0.6 - 0.4 * min(max((step - 50) / 20, 0.0), 1.0) + 0.01 * seed
+
+
 def test_grokking_points_and_verdicts():
     points = richness.grok_points(grokking_table())
     assert list(points.T_mem) == [2, 2, 2] and list(points.T_grok) == [6, 6, 6]
     assert points.fall.to_numpy() == pytest.approx([0.4, 0.4, 0.4])
+    assert points.fall_at_grok.isna().all()  # T_grok − 3h = 1.5 lies before T_mem = 2: no window before
     assert verdict(grokking_table(), "G2").verdict == REPRODUCED
-    assert verdict(grokking_table(), "G1").verdict == REPRODUCED
     never = grokking_table(groks=False)
     assert verdict(never, "G2").verdict == NOT_REPRODUCED
     assert verdict(never, "G1").verdict == NOT_TESTABLE  # no fall from memorisation exists without grokking
+
+
+def test_g1_needs_the_fall_at_t_grok():
+    table = fine_grokking_table(drop_at_grok)
+    points = richness.grok_points(table)  # h = 15: across [45, 75], before [15, 45]
+    assert points.fall_across.to_numpy() == pytest.approx([0.4] * 3) and points.fall_before.to_numpy() == \
+        pytest.approx([0.0] * 3)
+    row = verdict(table, "G1")
+    assert row.verdict == REPRODUCED and "weight decay ≤ 0.01" in row.note  # the missing control arm is named
+    drift = fine_grokking_table(lambda step, seed: 0.6 - 0.4 * max(step - 10, 0) / 90)  # weight decay alone
+    assert richness.grok_points(drift).fall.to_numpy() == pytest.approx([0.4] * 3)  # falls by 0.4 ...
+    assert verdict(drift, "G1").verdict == INCONCLUSIVE  # ... but no faster at T_grok than before: never reproduced
+    rises = fine_grokking_table(lambda step, seed: 0.3 + 0.001 * step + 0.01 * seed)
+    assert verdict(rises, "G1").verdict == NOT_REPRODUCED  # D_LR rises through grokking
+    late = fine_grokking_table(drop_at_grok, t_grok=90)  # T_grok + h = 112.5 is past the last step: censored
+    assert richness.grok_points(late).fall_at_grok.isna().all()
+    assert verdict(late, "G1").verdict == INCONCLUSIVE
 
 
 def alpha_table(test_acc=0.9, theta_slope=0.0, seeds=3):
@@ -144,14 +196,23 @@ def test_l1_per_seed_and_ties():
     assert row.verdict == INCONCLUSIVE and row.n == 0
 
 
+def shuffle_arms(true, shuffled, fitted=1.0):
+    return {(("shuffle_labels", False),): {"dlr": true, "train_acc": 1.0},
+            (("shuffle_labels", True),): {"dlr": shuffled, "train_acc": fitted}}
+
+
 def test_l2_null_claim_needs_fitted_random_labels():
-    arms = {(("shuffle_labels", False),): {"dlr": 0.30, "train_acc": 1.0},
-            (("shuffle_labels", True),): {"dlr": 0.31, "train_acc": 1.0}}
-    assert verdict(final_table("shuffle", arms), "L2").verdict == REPRODUCED
-    arms[(("shuffle_labels", True),)]["train_acc"] = 0.2  # random labels not fitted: the control fails
-    assert verdict(final_table("shuffle", arms), "L2").verdict == INCONCLUSIVE
-    arms[(("shuffle_labels", True),)].update(dlr=0.6, train_acc=1.0)
-    assert verdict(final_table("shuffle", arms), "L2").verdict == NOT_REPRODUCED
+    assert verdict(final_table("shuffle", shuffle_arms(0.30, 0.31)), "L2").verdict == REPRODUCED
+    assert verdict(final_table("shuffle", shuffle_arms(0.031, 0.034), noise=0.0005), "L2").verdict == REPRODUCED
+    unfitted = verdict(final_table("shuffle", shuffle_arms(0.30, 0.31, fitted=0.2)), "L2")  # control fails
+    assert unfitted.verdict == INCONCLUSIVE
+    assert verdict(final_table("shuffle", shuffle_arms(0.30, 0.6)), "L2").verdict == NOT_REPRODUCED
+
+
+def test_l2_margin_is_relative_to_the_true_labels_value():
+    # 0.03 against 0.07: inside an absolute ±0.05, yet more than twice as lazy: not "as rich"
+    row = verdict(final_table("shuffle", shuffle_arms(0.03, 0.07), noise=0.0005), "L2")
+    assert row.verdict == NOT_REPRODUCED and row.low > 1.0
 
 
 def test_eigen_summary_censors_unreached_utilisation():
@@ -164,6 +225,33 @@ def test_eigen_summary_censors_unreached_utilisation():
     summary = richness.eigen_summary(spectra)
     assert summary.loc[("rich", 0), "k where Π̂ ≥ 0.9"] == 2
     assert summary.loc[("lazy", 0), "k where Π̂ ≥ 0.9"] == 6  # not reached within 5 kept directions
+
+
+def eigen_table(rich_k, lazy_k, seeds=3, kept=50):
+    """A Shortcut-MNIST run table with eigen columns: Π̂(k) = min(1, k / k_arm), ρ_k flat over the first k_arm."""
+    arms = {}
+    for label, k_arm in (("rich (all layers)", rich_k), ("lazy (last layer only)", lazy_k)):
+        metrics = {}
+        for k in range(1, kept + 1):
+            metrics[f"pi_hat:{k}"] = min(1.0, k / k_arm)
+            metrics[f"pi_star:{k}"] = min(1.0, k / k_arm)
+            metrics[f"rho_rel:{k}"] = 1.0 if k <= k_arm else 1e-3
+        arms[(("training", label), ("trainable", "all" if label.startswith("rich") else "head"))] = metrics
+    return final_table("shortcut", arms, seeds=seeds, noise=0.0)
+
+
+def test_e1_needs_about_c_rich_directions():
+    row = verdict(eigen_table(rich_k=7, lazy_k=25), "E1")  # rich k(Π̂ ≥ 0.9) = 7 for C = 10
+    assert row.verdict == REPRODUCED and "about C: 0.70" in row.ours
+    wide = verdict(eigen_table(rich_k=40, lazy_k=60), "E1")  # lazy > rich, yet rich uses 36 ≫ 2 C directions
+    assert wide.verdict == PARTLY and "about C: 3.60" in wide.ours
+
+
+def test_untested_claims_say_what_would_test_them():
+    rows = {c.id: c.judge(richness.analyse({})) for c in richness.CHAPTER.claims if c.id in UNTESTED}
+    for cid, row in rows.items():
+        assert row.verdict == NOT_TESTABLE and row.untested == NOT_AT_THIS_SCALE, cid
+        assert row.source == "D_LR" and "What would test it" in row.rule and "[" in row.paper, cid
 
 
 def test_judge_refuses_another_experiments_table():

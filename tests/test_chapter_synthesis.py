@@ -12,18 +12,29 @@ from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, P
 SEEDS = (0, 1, 2)
 
 
+def flat(t):
+    """The control runs' D_LR: 0.8 throughout (early training does not move it)."""
+    return 0.8
+
+
 def domain(dlr_of, T_of=lambda seed, lam: 1000.0, seeds=SEEDS, lams=(0.1, 0.3), steps=2000, key="toy",
-           name="toy (XOR, ours)"):
-    """A domain whose runs log every 50 steps; D_LR(t) = dlr_of(t, T) and a norm that peaks at T / 2."""
+           name="toy (XOR, ours)", never=flat, never_lams=(0.001,)):
+    """A domain whose runs log every 50 steps; D_LR(t) = dlr_of(t, T) and a norm that peaks at T / 2; per seed one
+    run at each of `never_lams` never transitions (T = NaN, D_LR(t) = never(t), a flat norm): D2's control arm."""
     rows, summary = [], []
     run = 0
     for seed in seeds:
-        for lam in lams:
-            T = T_of(seed, lam)
+        for lam in (*lams, *never_lams):
+            T = T_of(seed, lam) if lam in lams else float("nan")
             for t in np.arange(0, steps + 1, 50.0):
-                v = 100 + 900 * min(t, T / 2) / (T / 2) - (800 * (1 - np.exp(-(t - T / 2) / T)) if t > T / 2 else 0)
+                if np.isfinite(T):
+                    v = 100 + 900 * min(t, T / 2) / (T / 2) - (800 * (1 - np.exp(-(t - T / 2) / T)) if t > T / 2
+                                                               else 0)
+                    dlr = dlr_of(t, T)
+                else:
+                    v, dlr = 1000.0, never(t)
                 rows.append({"run": run, "seed": seed, "lam": lam, "lr": 1e-3, "step": t, "norm_sq": v,
-                             "dlr": dlr_of(t, T) + 0.001 * seed, "dlr_null": 0.8, "reliance": 0.0})
+                             "dlr": dlr + 0.001 * seed, "dlr_null": 0.8, "reliance": 0.0})
             summary.append({"run": run, "seed": seed, "lam": lam, "T": T, "lr": 1e-3})
             run += 1
     return syn.DomainTrajectories(key, name, "01_toy_norm_hierarchy", pd.DataFrame(rows),
@@ -46,6 +57,15 @@ def test_dlr_change_across_and_before_the_transition():
     # a run logged only until T (< T + h) is censored
     short = syn.dlr_at_transition(domain(drop_at_T, steps=1000))
     assert short.across.isna().all()
+    # the control: the same steps in the seed's non-transitioned run (flat: 0), so specific = across
+    assert rows.control_across.to_numpy() == pytest.approx(0.0) and rows.specific.to_numpy() == pytest.approx(-0.4)
+    # without a non-transitioned run there is no control
+    assert syn.dlr_at_transition(domain(drop_at_T, never_lams=())).control_across.isna().all()
+
+
+def early_fall(t):
+    """D_LR falls over the first 1,500 steps in every run, transitioned or not: 0.8 → 0.4."""
+    return float(np.interp(t, [0, 1500, 1e9], [0.8, 0.4, 0.4]))
 
 
 NO_SCORES = pd.DataFrame(columns=["domain"])
@@ -67,6 +87,19 @@ def test_dlr_claims_decide_on_seeds():
     steady = {"toy": domain(lambda t, T: 0.5)}  # flat: no change either way
     r = judged(steady)
     assert r["D2-toy"].verdict == INCONCLUSIVE
+    # a fall as large in the runs that never transition is early training, not the transition: never reproduced
+    common = {"toy": domain(lambda t, T: early_fall(t), T_of=lambda s, lam: 1000.0 + 100 * s, never=early_fall)}
+    r = judged(common)
+    assert r["D2-toy"].verdict != REPRODUCED and r["D2-toy"].low <= 0 <= r["D2-toy"].high
+    # ... while D2's old statistic (the change across T alone) would have called it a fall
+    assert (syn.dlr_at_transition(common["toy"]).across < -0.1).all()
+    # the control runs fall more than the transitioned ones: D2 not reproduced
+    steeper = {"toy": domain(drop_at_T, never=lambda t: float(np.interp(t, [0, 700, 1300, 1e9], [0.9, 0.9, 0.0, 0.0])))}
+    assert judged(steeper)["D2-toy"].verdict == NOT_REPRODUCED
+    # no seed has a run that never transitioned: the control arm is missing, D2 is not testable (D1 still is)
+    r = judged({"toy": domain(drop_at_T, never_lams=())})
+    assert r["D2-toy"].verdict == NOT_TESTABLE and "control arm" in r["D2-toy"].ours
+    assert r["D1-toy"].verdict == REPRODUCED
     # domains that were not loaded, and a domain without a transition, are not testable
     assert r["D1-celeba"].verdict == NOT_TESTABLE and r["F1-celeba"].verdict == NOT_TESTABLE
     never = {"toy": domain(drop_at_T, T_of=lambda s, lam: float("nan"))}
@@ -80,18 +113,51 @@ def test_the_forecaster_claim_reads_held_out_seeds():
         for run, (f_within, b_within) in enumerate([(True, False), (True, False), (False, False)]):
             for method, within in ((forecast.FORECASTER, f_within), (forecast.BASELINE, b_within)):
                 rows.append({"domain": "toy (XOR, ours)", "run": f"{seed}-{run}", "group": seed, "method": method,
-                             "fraction": 0.5, "within": within})
+                             "fraction": syn.AT_BUDGET, "within": within, "n_observed": 10})
     gain = syn._share_gain(pd.DataFrame(rows), "toy (XOR, ours)")
     assert gain.value == pytest.approx(2 / 3) and gain.n == 3
     assert syn._share_gain(pd.DataFrame(rows), "CelebA").n == 0
+    # other fractions (e.g. half of the budget) are not F1's
+    assert syn._share_gain(pd.DataFrame(rows).assign(fraction=0.5), "toy (XOR, ours)").n == 0
+    assert syn.forecast_blind(pd.DataFrame(rows), "toy (XOR, ours)") is None
+    # a logging grid with 2 points by the observation time leaves the forecaster nothing to read: not testable
+    sparse = pd.DataFrame(rows).assign(n_observed=2)
+    assert "logged point" in syn.forecast_blind(sparse, "toy (XOR, ours)")
+
+
+def test_the_forecast_horizon_is_the_budget_not_the_answer():
+    """Runs of one λ whose T differ: a fraction of the realised T would tell the forecaster T; at a fixed point of
+    the budget it is the same t for every run, only pending runs are scored and both methods know T > t."""
+    trajs = [forecast.Trajectory(f"{g}-{i}", g, np.arange(0.0, 2001.0, 50.0), np.full(41, 5.0), 1e-3, 0.1, T)
+             for g in (0, 1, 2) for i, T in enumerate((300.0, 800.0, 1200.0, 1600.0))]
+    e = forecast.evaluate_pending(trajs, budget=2000.0, fractions=(0.25,))
+    assert set(e.run) == {f"{g}-{i}" for g in (0, 1, 2) for i in (1, 2, 3)}  # T = 300 is past at t = 500
+    assert (e.observed_until == 500.0).all() and (e.n_observed == 10).all()
+    base = e[e.method == forecast.BASELINE]
+    # a flat norm: no forecast, every one a miss; the baseline is the mean T of the other seeds' pending runs
+    assert not e[e.method == forecast.FORECASTER].within.any()
+    assert base.predicted.to_numpy() == pytest.approx(1200.0)
+    # the baseline is raised to the observation point when its fit would forecast a past transition
+    late = forecast.evaluate_pending(trajs, budget=2000.0, fractions=(0.7,))
+    assert (late[late.method == forecast.BASELINE].predicted >= 1400.0).all()
+
+
+def test_forecaster_claim_is_not_testable_where_the_grid_is_blind():
+    """All transitions before a quarter of the budget: no run is pending there, F1 is not testable (not a failure);
+    with pending runs and a dense grid it is judged."""
+    early = {"toy": domain(drop_at_T, T_of=lambda s, lam: 400.0, steps=2000)}
+    r = judged(early)
+    assert r["F1-toy"].verdict == NOT_TESTABLE and "pending" in r["F1-toy"].ours
+    late = {"toy": domain(drop_at_T, T_of=lambda s, lam: 1000.0 + 200 * lam, steps=2000)}
+    assert judged(late)["F1-toy"].verdict != NOT_TESTABLE
 
 
 def test_claims_are_declared_once():
     ids = [c.id for c in syn.CHAPTER.claims]
-    assert ids == [f"{kind}-{key}" for key in syn.DOMAIN_NAMES for kind in ("D1", "D2", "F1")] + ["S1"]
+    assert ids == [f"{kind}-{key}" for key in syn.DOMAIN_NAMES for kind in ("D1", "D2", "F1")] + ["S1", "EM"]
     for c in syn.CHAPTER.claims:
         assert c.spec.source in SOURCES and c.where and c.test
-    assert {c.spec.source for c in syn.CHAPTER.claims if c.id != "S1"} == {"book"}
+    assert {c.spec.source for c in syn.CHAPTER.claims if c.id not in ("S1", "EM")} == {"book"}
     assert "[paper" in syn.CHAPTER.claim("S1").spec.paper
     assert syn.CHAPTER.sweeps_of is syn.sweeps and set(syn._READ) == set(syn.DOMAIN_NAMES)
 
@@ -132,6 +198,19 @@ def test_s1_orders_the_spectrum():
     assert s1(scores_frame(PAPER_LIKE, seeds=(0, 1))).verdict == INCONCLUSIVE
 
 
+def test_s1_gaps_are_unpaired():
+    """Seed i of one chapter has nothing to do with seed i of another: the gap is a Welch difference of means, and
+    domains recorded on different seeds (no seed in common) still compare."""
+    gap = syn.welch_difference([1.0, 1.1, 0.9], [0.5, 0.7, 0.6])
+    assert gap.value == pytest.approx(0.4) and gap.n == 3 and gap.method == "welch"
+    # sd 0.1 in each, n = 3: se = 0.1·√(2/3), df = 4, t = 2.776
+    assert gap.high - gap.value == pytest.approx(2.776 * 0.1 * (2 / 3) ** 0.5, rel=1e-3)
+    shifted = pd.concat([scores_frame({k: v}, seeds=(0, 1, 2) if k != "CelebA" else (5, 6, 7))
+                         for k, v in PAPER_LIKE.items()])
+    assert s1(shifted).verdict == REPRODUCED
+    assert syn.welch_difference([1.0], [0.0, 0.1]).n == 1
+
+
 def test_spectrum_table_lists_every_domain():
     spec = syn.spectrum_table(scores_frame({"CIFAR-10 borders": 0.6, "CelebA": -0.1, "Waterbirds": 0.0}))
     assert list(spec.index) == ["toy (XOR, ours)", "modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
@@ -141,22 +220,22 @@ def test_spectrum_table_lists_every_domain():
 
 
 def test_table3_query_puts_each_chapter_in_its_row():
-    rows = [("02_grokking", "P1", INCONCLUSIVE), ("03_border_cifar", "P1", REPRODUCED),
-            ("03_border_cifar", "P6", NOT_REPRODUCED), (cw.NAME, "C-P1", REPRODUCED),
-            (cw.NAME, "W-P1", NOT_REPRODUCED), (cw.NAME, "W-P3", INCONCLUSIVE),
-            (cw.NAME, "C-P6", NOT_TESTABLE), (cw.NAME, "C-L1", REPRODUCED), ("05_dlr_batchnorm", "C-P2", PARTLY)]
-    recorded = pd.DataFrame(rows, columns=["chapter", "id", "verdict"])
+    rows = [("02_grokking", "P1", INCONCLUSIVE, "modular arithmetic/P1"),
+            ("03_border_cifar", "P1", REPRODUCED, "CIFAR-10 borders/P1"),
+            ("03_border_cifar", "P6", NOT_REPRODUCED, "CIFAR-10 borders/P6"), (cw.NAME, "C-P1", REPRODUCED, "CelebA/P1"),
+            (cw.NAME, "W-P1", NOT_REPRODUCED, "Waterbirds/P1"), (cw.NAME, "W-P3", INCONCLUSIVE, "Waterbirds/P3"),
+            (cw.NAME, "C-P6", NOT_TESTABLE, "CelebA/P6"), (cw.NAME, "C-L1", REPRODUCED, ""),
+            ("05_dlr_batchnorm", "C-P2", PARTLY, "")]
+    recorded = pd.DataFrame(rows, columns=["chapter", "id", "verdict", "cell"])
     spectrum = syn.spectrum_table(scores_frame(PAPER_LIKE))
     table = syn.table3(recorded, spectrum)
     assert list(table.index) == ["modular arithmetic", "CIFAR-10 borders", "CelebA", cw.STANDIN]
-    assert table.loc["modular arithmetic", "P1"] == "✓ | inconclusive"
-    assert table.loc["CIFAR-10 borders", "P6"] == "× | not reproduced"
-    assert table.loc["CelebA", "P1"] == "✓ | reproduced" and table.loc["CelebA", "P6"] == "× | not testable here"
-    assert table.loc["CelebA", "P2"] == "✓ | not run"  # another chapter's "C-P2" is not CelebA's
-    assert table.loc[cw.STANDIN, "P1"] == "✓ | not reproduced" and table.loc[cw.STANDIN, "P3"] == "× | inconclusive"
-    assert table.loc["CelebA", "ours reproduced"] == "1/6" and table.loc["CIFAR-10 borders", "ours reproduced"] == "1/6"
-    assert table.loc["modular arithmetic", "ours reproduced"] == "0/6"
-    assert syn.table3(recorded[recorded.chapter != "02_grokking"], spectrum).loc[
-        "modular arithmetic", "ours reproduced"] == "not run"
+    assert table.loc["modular arithmetic", "P1"] == "✓ | undecided"
+    assert table.loc["CIFAR-10 borders", "P6"] == "× | disagrees"
+    assert table.loc["CelebA", "P1"] == "✓ | agrees" and table.loc["CelebA", "P6"] == "× | not testable here"
+    assert table.loc["CelebA", "P2"] == "✓ | not run"  # a row without CelebA's cell is not CelebA's
+    assert table.loc[cw.STANDIN, "P1"] == "✓ | disagrees" and table.loc[cw.STANDIN, "P3"] == "× | undecided"
+    assert table.loc["CelebA", "agrees"] == 1 and table.loc["CIFAR-10 borders", "agrees"] == 1
+    assert table.loc["CIFAR-10 borders", "disagrees"] == 1 and table.loc["modular arithmetic", "undecided"] == 1
     assert table.loc["CelebA", "paper confirmed"] == "4/6" and table.loc[cw.STANDIN, "paper S"] == "≈ 0.0"
     assert table.loc["CelebA", "our S"] == "-0.09"

@@ -16,12 +16,13 @@ Hand-computed numbers used below (t_{0.975,2} = 4.303, t_{0.975,4} = 2.776):
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import nhtlib as nht
 from nhtlib.report import verdicts as V
 from nhtlib.config import ConfigError
-from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, Agrees, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, NotTested, PositiveControl, Within
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, Matches, NotTested, PositiveControl, Within
 from nhtlib.analysis.statistics import interval, sd_interval, seed_bootstrap
 from nhtlib.report.claims import Claim
 
@@ -104,7 +105,7 @@ RULES_THAT_WOULD_DECIDE = [  # each would say reproduced on a decided estimate n
     AtLeast("ρ", 0.5),
     AtMost("ρ", 1.5),
     Within("ρ", 0.5, 1.5),
-    Agrees("slope", 0.9, 1.1, 5.0),
+    Matches("slope", 1.0, 0.15),
     Equivalent("gain", 2.0, CONTROL),
 ]
 
@@ -256,26 +257,56 @@ def test_within_invalid_range_raises(low, high):
         Within("T", low, high)
 
 
-# ------------------------------------------------------------------------------------------------- Agrees
+# ------------------------------------------------------------------------------------------------- Matches
 
-def test_agrees_overlap_narrow_wide_disjoint():
-    # Catches: max_width ignored (the wide case would read reproduced); "inside the paper's interval" required instead
-    # of overlap (the narrow case [0.88, 1.12] is not inside [0.9, 1.1]); the disjoint test dropped or swapped.
-    rule = Agrees("slope", 0.9, 1.1, 0.3)
-    narrow = est([0.95, 1.0, 1.05])  # [0.876, 1.124], width 0.248 ≤ 0.3, overlaps [0.9, 1.1]
-    assert narrow.width <= 0.3 and rule.judge(narrow) == REPRODUCED
-    wide = est([0.6, 1.0, 1.4])  # [0.006, 1.994], width 1.99 > 0.3, overlaps
-    assert rule.judge(wide) == INCONCLUSIVE
-    assert rule.judge(est([2.0, 2.1, 2.2])) == NOT_REPRODUCED  # [1.85, 2.35] above the paper's interval
-    assert rule.judge(est([0.2, 0.3, 0.4])) == NOT_REPRODUCED  # [0.05, 0.55] below it
-    assert rule.judge(est([5.0, 6.0, 7.0])) == NOT_REPRODUCED  # [3.5, 8.5]: wide, but it still excludes the paper
+def test_matches_is_an_equivalence_test_on_the_difference():
+    # Catches: agreement read as an overlap of two intervals (a mean 20 % off with a wide interval overlapping the
+    # paper's would pass); the margin taken absolute instead of relative; "not reproduced" for an undecided interval.
+    rule = Matches("T_grok", 1840.0, 0.15)  # margin ±276
+    assert rule.half_width == pytest.approx(276.0)
+    assert rule.judge(est([1800.0, 1850.0, 1900.0])) == REPRODUCED  # diff [−164, 184] inside ±276
+    # 20 % off, tight: diff [324, 412] wholly beyond +276 -> not reproduced under a ±15 % margin
+    off = est([2190.0, 2208.0, 2226.0])
+    assert off.value == pytest.approx(1.2 * 1840.0, rel=1e-3) and rule.judge(off) == NOT_REPRODUCED
+    # 20 % off and wide: the interval reaches into the margin -> undecided, never reproduced
+    assert rule.judge(est([1900.0, 2200.0, 2500.0])) == INCONCLUSIVE
+    # the audit's case: seeds 2200/2200/2400 (+23 %) overlap NSDL's interval but are not equivalent
+    assert rule.judge(est([2200.0, 2200.0, 2400.0])) != REPRODUCED
+    assert rule.judge(est([1200.0, 1210.0, 1220.0])) == NOT_REPRODUCED  # below −276
+    absolute = Matches("c", 1.4, 0.1, relative=False)
+    assert absolute.judge(est([1.38, 1.42, 1.40])) == REPRODUCED and absolute.judge(est([1.7, 1.75, 1.8])) == NOT_REPRODUCED
 
 
-def test_agrees_invalid_config_raises():
+def test_matches_invalid_config_raises():
     with pytest.raises(ConfigError):
-        Agrees("slope", 1.1, 0.9, 0.3)
+        Matches("slope", 1.0, 0.0)
     with pytest.raises(ConfigError):
-        Agrees("slope", 0.9, 1.1, 0.0)
+        Matches("slope", 0.0, 0.15)  # a relative margin of zero is no margin
+
+
+# ------------------------------------------------------------------------------------------------- failures (×)
+
+def test_a_failure_with_a_control_is_reproduced_only_when_the_control_passes():
+    # Catches: a × cell ("the law fails": R² below 0.9) reproduced on models at chance; the control consulted on the
+    # other side (a law that holds is seen whatever the control); the null flag lost.
+    law_fails = AtMost("R² of T = a/λ + b", 0.9, control=CONTROL)
+    low_r2, high_r2 = est([0.1, 0.2, 0.15]), est([0.97, 0.98, 0.99])
+    assert law_fails.null is True and AtMost("ρ", 0.5).null is False
+    assert law_fails.judge(low_r2, est(ALIVE)) == REPRODUCED
+    assert law_fails.judge(low_r2, est(DEAD)) == INCONCLUSIVE  # a model at chance fails every law
+    assert law_fails.judge(low_r2, None) == INCONCLUSIVE
+    assert law_fails.judge(high_r2, est(DEAD)) == NOT_REPRODUCED  # the law was seen to hold
+    row = ClaimSpec("P6", "T ∝ 1/λ fails", "× [paper]", "NHT", law_fails).judge(low_r2, control=est(DEAD))
+    assert row.null and "positive control FAILED" in row.note and "positive control" in row.rule
+
+
+def test_one_sided_null_reads_a_consistent_fall_as_the_paper_says():
+    # Catches: a two-sided "no ordering" test where the paper's × is one-sided ("no λ improves the worst group"): a
+    # worst-group accuracy that falls with λ satisfies the paper's sentence and must read reproduced.
+    no_gain = AtMost("largest worst-group gain over the smallest λ", 0.03, control=CONTROL)
+    falls = est([0.0, 0.005, 0.002])  # no λ gains more than half a point
+    assert no_gain.judge(falls, est(ALIVE)) == REPRODUCED
+    assert no_gain.judge(est([0.08, 0.1, 0.12]), est(ALIVE)) == NOT_REPRODUCED  # some λ helps by ~10 points
 
 
 # ------------------------------------------------------------------------------------------------- Equivalent (null)
@@ -356,13 +387,24 @@ FAST_HOLDS, FAST_FAILS, FAST_UNSURE = est(RISING), est([0.1, 0.15, 0.2]), est([0
     (DOWN_FAILS, FAST_FAILS, NOT_REPRODUCED),
     (DOWN_HOLDS, FAST_UNSURE, INCONCLUSIVE),
     (DOWN_UNSURE, FAST_HOLDS, INCONCLUSIVE),
-    (DOWN_FAILS, FAST_UNSURE, INCONCLUSIVE),
+    (DOWN_FAILS, FAST_UNSURE, NOT_REPRODUCED),
     (DOWN_UNSURE, FAST_UNSURE, INCONCLUSIVE),
 ], ids=["all-hold", "hold+fail", "fail+hold", "all-fail", "hold+unsure", "unsure+hold", "fail+unsure", "all-unsure"])
 def test_all_of_combines_parts(decays, fast, expected):
     # Catches: "partly" used as a softer word for "one part unsure" (hold+unsure must be inconclusive, not partly);
-    # "reproduced" when any part holds (any() for all()); "not reproduced" for a mix.
+    # "reproduced" when any part holds (any() for all()); "not reproduced" for a mix; a failed part hidden behind an
+    # undecided one (fail+unsure must be not reproduced, never inconclusive).
     assert PARTS.judge({"decays": decays, "fast": fast}) == expected
+
+
+def test_all_of_with_a_failed_part_is_never_inconclusive():
+    # Catches: AllOf({'a': not reproduced, 'b': inconclusive}) read "inconclusive" (the audit's finding 2).
+    three = AllOf((("a", AtLeast("x", 0.5)), ("b", AtLeast("y", 0.5)), ("c", AtLeast("z", 0.5))))
+    fails, unsure, holds = est([0.1, 0.15, 0.2]), est([0.45, 0.6, 0.75]), est(RISING)
+    for parts in ({"a": fails, "b": unsure, "c": unsure}, {"a": unsure, "b": fails, "c": unsure}):
+        assert three.judge(parts) == NOT_REPRODUCED
+    assert three.judge({"a": fails, "b": unsure, "c": holds}) == PARTLY
+    assert three.judge({"a": unsure, "b": unsure, "c": holds}) == INCONCLUSIVE
 
 
 def test_all_of_part_verdicts_and_missing_parts():
@@ -399,9 +441,22 @@ def test_not_tested_is_never_judged():
     # reproduced), or its reason dropped from the row.
     rule = NotTested("NHT Table 3 ticks P3 for modular arithmetic, where no groups exist")
     assert rule.judge(None) == rule.judge(est(RISING)) == rule.judge(interval([])) == NOT_TESTABLE
-    assert rule.words() == "not testable here: NHT Table 3 ticks P3 for modular arithmetic, where no groups exist"
+    assert rule.words() == ("not testable here (the paper gives no evidence): NHT Table 3 ticks P3 for modular "
+                            "arithmetic, where no groups exist")
     row = ClaimSpec("P3", "groups separate", "✓ [paper, Table 3]", "NHT", rule).judge(None)
     assert row.verdict == NOT_TESTABLE and "where no groups exist" in row.rule
+    assert row.untested == V.NO_EVIDENCE
+
+
+def test_not_testable_says_which_of_its_reasons():
+    # Catches: "the paper gives no evidence" and "not run at this scale" merged into one count; an unknown reason.
+    scale = NotTested("needs the 7 × 4 grid of paper scale", V.NOT_AT_THIS_SCALE)
+    assert "(not run at this scale)" in scale.words()
+    assert ClaimSpec("PH1", "a claim", "x [paper]", "NHT", scale).judge(None).untested == V.NOT_AT_THIS_SCALE
+    assert ClaimSpec("C1", "a claim", "x [paper]", "NHT", AtLeast("ρ", 0.5)).judge(None).untested == V.NOT_AT_THIS_SCALE
+    assert ClaimSpec("C1", "a claim", "x [paper]", "NHT", AtLeast("ρ", 0.5)).judge(est(RISING)).untested == ""
+    with pytest.raises(ConfigError):
+        NotTested("why", "because")
 
 
 @pytest.mark.parametrize("rule", RULES_THAT_WOULD_DECIDE + [PARTS], ids=lambda r: type(r).__name__)
@@ -422,10 +477,11 @@ WORDS = [
     (AtLeast("ρ", 0.5), ["95% CI of ρ", "above 0.5", "below", "n ≥ 3"]),
     (AtMost("ρ", -0.5), ["95% CI of ρ", "below −0.5", "above", "n ≥ 3"]),
     (Within("T", 10.0, 20.0), ["95% CI of T", "inside [10, 20]"]),
-    (Agrees("slope", 0.9, 1.1, 0.3), ["95% CI of slope", "[0.9, 1.1]", "at most 0.3 wide"]),
+    (Matches("slope", 1.0, 0.15), ["equivalence", "95% CI of slope", "minus the paper's 1", "±15% of the paper's 1"]),
+    (AtMost("R²", 0.9, control=CONTROL), ["below 0.9", "positive control", "clean accuracy − chance lies above 0.2"]),
     (Equivalent("gain", 0.03, CONTROL), ["null claim", "95% CI of gain", "inside ±0.03",
                                          "95% CI of clean accuracy − chance lies above 0.2"]),
-    (PARTS, ["(decays)", "(fast)", "below −0.5", "above 0.5", "Partly"]),
+    (PARTS, ["(decays)", "(fast)", "below −0.5", "above 0.5", "Partly", "not reproduced when a part"]),
     (NotTested("no groups in modular arithmetic"), ["not testable here", "no groups in modular arithmetic"]),
 ]
 
@@ -445,7 +501,7 @@ def test_words_follow_the_object_and_the_row_shows_the_deciding_rule():
     assert AtLeast("ρ", 0.7).words() != AtLeast("ρ", 0.5).words() and "0.7" in AtLeast("ρ", 0.7).words()
     assert AtLeast("ρ", 0.5).words() != AtMost("ρ", 0.5).words()
     cases = [(AtLeast("ρ", 0.5), est(RISING)), (AtMost("ρ", -0.5), est(FALLING)), (Within("T", 10.0, 20.0), est([15.0] * 3)),
-             (Agrees("slope", 0.9, 1.1, 0.3), est([0.95, 1.0, 1.05])), (Equivalent("gain", 0.03, CONTROL), est(NULL_EFFECT)),
+             (Matches("slope", 1.0, 0.15), est([0.99, 1.0, 1.01])), (Equivalent("gain", 0.03, CONTROL), est(NULL_EFFECT)),
              (PARTS, {"decays": DOWN_HOLDS, "fast": FAST_HOLDS}), (NotTested("no evidence"), None)]
     for rule, e in cases:
         spec = ClaimSpec("C", "a claim", "x [paper]", "book", rule)
@@ -494,7 +550,7 @@ def specs():
     return (ClaimSpec("P1", "norm falls with λ", "Spearman −1 [paper, Table 3]", "NHT", AtMost("ρ", -0.5)),
             ClaimSpec("N1", "no λ helps the worst group", "no gain [paper, Fig. 4]", "NHT",
                       Equivalent("worst-group gain", 0.03, CONTROL)),
-            ClaimSpec("L1", "delay law slope 1", "1.0 [0.9, 1.1] [paper, Eq. 3]", "NSDL", Agrees("slope", 0.9, 1.1, 0.3)))
+            ClaimSpec("L1", "delay law slope 1", "1.0 [0.9, 1.1] [paper, Eq. 3]", "NSDL", Matches("slope", 1.0, 0.15)))
 
 
 def test_claims_record_frame_save_load_and_counts():
@@ -505,7 +561,7 @@ def test_claims_record_frame_save_load_and_counts():
     r1 = claims.record(p1.judge(est(FALLING)))
     assert r1.verdict == REPRODUCED
     claims.record(n1.judge(est(NULL_EFFECT), control=est(DEAD)))  # dead model -> inconclusive
-    claims.record(l1.judge(est([2.0, 2.1, 2.2])))  # disjoint -> not reproduced
+    claims.record(l1.judge(est([2.0, 2.1, 2.2])))  # 2.1 against 1.0 ± 15 % -> not reproduced
     x1 = Claim(ClaimSpec("X1", "the norm decays, and fast", "yes [ours]", "book", PARTS),
                estimate=lambda analysed: {"decays": analysed["down"], "fast": analysed["fast"]})
     assert claims.judge([x1], {"down": DOWN_HOLDS, "fast": FAST_FAILS})["X1"].verdict == PARTLY
@@ -546,7 +602,7 @@ def test_claims_record_frame_save_load_and_counts():
         assert counts.loc["book", PARTLY] == 1 and counts.loc["book"].sum() == 1
         assert counts.loc["total"].sum() == 4 and counts.loc["total", NOT_REPRODUCED] == 1
         assert "" not in counts.index
-        assert list(counts.columns) == [v for v in V.VERDICTS if v in counts.columns]
+        assert list(counts.columns) == [v for v in nht.claims.COUNTED if v in counts.columns]
     by_chapter = nht.claims.verdict_counts(frame)
     assert by_chapter.loc["99_test"].sum() == 4 and by_chapter.loc["total"].sum() == 4
 
@@ -561,3 +617,44 @@ def test_sd_interval_known_answer_and_coverage():
     rng = np.random.default_rng(1)
     hits = [(lambda est: est.low <= 2.0 <= est.high)(sd_interval(rng.normal(0, 2.0, 3))) for _ in range(4000)]
     assert 0.93 < np.mean(hits) < 0.97  # a 95 % interval of the true sd 2.0
+
+
+# ------------------------------------------------------------------------------------------------- shares of runs
+
+def test_share_interval_is_wilson_with_runs_as_the_unit():
+    # Known Wilson 95 % bounds (z = 1.95996): 0/13 -> [0, 0.2281]; 13/13 -> [0.7719, 1]; 7/10 -> [0.3968, 0.8922].
+    from nhtlib.analysis.statistics import share_interval
+    none = share_interval([0, 0, 0], [4, 4, 5])
+    assert (none.value, none.n, none.unit) == (0.0, 13, "runs") and none.low == 0.0
+    assert none.high == pytest.approx(0.2281, abs=1e-4) and none.decided
+    assert share_interval([4, 4, 5], [4, 4, 5]).low == pytest.approx(0.7719, abs=1e-4)
+    e = share_interval([7], [10])
+    assert (e.low, e.high) == (pytest.approx(0.3968, abs=1e-4), pytest.approx(0.8922, abs=1e-4))
+    assert "n = 13 runs" in none.text()
+    # unanimity is not needed: 2 of 3 seeds all-in and one all-out is a share of 2/3 whose interval a t over 3 seeds
+    # would make [0, 1]; clustered Wilson is narrower than that and wider than the unclustered one
+    clustered = share_interval([5, 5, 0], [5, 5, 5])
+    plain = share_interval([10], [15])
+    assert clustered.value == pytest.approx(2 / 3) and clustered.high - clustered.low > plain.high - plain.low
+    assert clustered.low > 0.0 or clustered.high < 1.0
+    assert "clustered" in clustered.method and plain.method == "Wilson"
+    assert share_interval([], []).n == 0 and not share_interval([1, 1], [1, 1]).decided  # 2 runs decide nothing
+
+
+def test_run_share_counts_selected_runs_per_seed():
+    from nhtlib.analysis.statistics import run_share
+    summary = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "regime": ["intermediate"] * 5 + ["weak"],
+                            "first": [True, True, True, False, True, True]})
+    e = run_share(summary, summary["first"], runs=summary.regime == "intermediate")
+    assert e.n == 5 and e.value == pytest.approx(4 / 5)
+
+
+def test_counts_split_not_testable_by_reason():
+    # Catches: "the paper gives no evidence" and "not run at this scale" counted as one verdict on the Scoreboard.
+    frame = pd.DataFrame({"chapter": ["a", "a", "a", "b"], "verdict": [NOT_TESTABLE, NOT_TESTABLE, REPRODUCED,
+                                                                       NOT_TESTABLE],
+                          "untested": [V.NO_EVIDENCE, V.NOT_AT_THIS_SCALE, "", ""]})
+    counts = nht.claims.verdict_counts(frame)
+    assert counts.loc["a", f"not testable: {V.NO_EVIDENCE}"] == 1
+    assert counts.loc["a", f"not testable: {V.NOT_AT_THIS_SCALE}"] == 1 and counts.loc["a", REPRODUCED] == 1
+    assert counts.loc["b", "not testable: reason not recorded"] == 1 and counts.loc["total"].sum() == 4

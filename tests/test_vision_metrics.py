@@ -46,3 +46,40 @@ def test_regime_table_counts_and_means():
     assert table.loc[1.0, "seeds (w/i/s)"] == "0/0/1"
     assert table.loc[0.1, "peak epoch"] == 8.0 and table.loc[0.1, "decay %"] == 10.3
     assert table.loc[0.1, "V_final"] == 73 and table.loc[0.1, "V_final sd"] == round(np.std([99, 72, 48], ddof=1))
+
+
+PEAKED = np.array([100, 120, 140, 160, 170, 165, 160, 155, 150, 150, 150])  # peak at epoch 4, then −11.8 %
+
+
+def test_a_transition_needs_the_model_to_leave_the_shortcut():
+    # Catches: the norm-only rule ("intermediate" = a peak and a 2–35 % decay) standing in for a delayed transition.
+    flat_clean, rising_clean = np.full(11, 0.15), np.r_[np.full(5, 0.15), np.linspace(0.17, 0.40, 6)]
+    stuck, leaving = np.full(11, 1.0), np.r_[np.full(5, 1.0), np.linspace(0.9, 0.3, 6)]
+    assert vision.classify_norm_regime(EPOCHS, PEAKED) == "intermediate"
+    assert vision.classify_vision_regime(EPOCHS, PEAKED, flat_clean, stuck) == "weak"  # the shortcut persists
+    assert vision.classify_vision_regime(EPOCHS, PEAKED, rising_clean, stuck) == "intermediate"
+    assert vision.classify_vision_regime(EPOCHS, PEAKED, flat_clean, leaving) == "intermediate"
+    # a rise before the norm's peak is not a transition after it
+    early_rise = np.r_[np.linspace(0.1, 0.4, 5), np.full(6, 0.4)]
+    assert vision.classify_vision_regime(EPOCHS, PEAKED, early_rise, stuck) == "weak"
+    # suppression stays strong without a transition; a growing norm stays weak whatever the accuracy does
+    suppressed = np.array([100, 90, 80, 70, 60, 50, 45, 40, 35, 30, 25])
+    assert vision.classify_vision_regime(EPOCHS, suppressed, flat_clean, stuck) == "strong"
+    assert vision.classify_vision_regime(EPOCHS, 100 + 10 * EPOCHS, rising_clean, leaving) == "weak"
+
+
+def test_a_shortcut_the_model_cannot_leave_never_reads_intermediate():
+    # The ρ = 1 negative control: every image carries its class border, so the model never leaves it; its norm can
+    # peak and contract (decay 3–10 % at cpu scale) and its clean accuracy wobbles by a point or two.
+    rng = np.random.default_rng(0)
+    for seed in range(20):
+        decay = rng.uniform(0.02, 0.3)
+        peak = int(rng.integers(2, 8))
+        norm = np.r_[np.linspace(100, 200, peak + 1), np.linspace(200, 200 * (1 - decay), 11 - peak)[1:]]
+        clean = 0.12 + rng.uniform(-0.02, 0.02, 11)  # chance-level clean accuracy, noisy by ±2 points
+        reliance = np.clip(1.0 - rng.choice([0.0, 0.1], 11), 0, 1)  # one gray image of ten may flip
+        table = pd.DataFrame({"epoch": EPOCHS, "run": seed, "norm_sq": norm, "norm_sq:head": norm,
+                              "clean_acc": clean, "shortcut_acc": reliance})
+        row = vision.summarise(table, ["run"], reliance="shortcut_acc").iloc[0]
+        assert row.regime != "intermediate", (seed, decay, peak)
+        assert row.norm_regime in ("intermediate", "strong")  # what the norm-only rule would have said

@@ -24,12 +24,16 @@ after T ≈ log(V_sc / V_st) / γ_eff. From the logged points with step <= ``obs
 5. `evaluate`: leave-one-group-out (a group is the unit held out together, e.g. a seed): both models are fitted on
    the other groups and predict each held-out run with a realised T at ``observed_until = fraction × T``; a forecast
    is *within* when abs(predicted / realised − 1) <= tolerance (±25 % by default). `earliest_fraction` and
-   `forecast_summary` read off how early each method gets (and stays) within.
+   `forecast_summary` read off how early each method gets (and stays) within. This horizon is a fraction of the
+   run's own realised T, so it tells the forecaster when to look: use it to study the law, not to compare methods.
+6. `evaluate_pending`: the fair comparison (chapter 6's claim): the same observation time t = fraction × budget for
+   every run; only the runs still pending at t (finite T > t) are forecast and fitted on; the baseline is fitted on
+   the same pending runs (T conditional on T > t) and both forecasts are raised to at least t.
 
 Shapes and units: a `Trajectory` holds 1-D float arrays ``steps`` (optimisation steps, strictly increasing) and
 ``norm_sq`` (V at those steps, same length); η (``lr``) and λ (``weight_decay``) are scalars; every time (t_peak,
-T, predictions, ``observed_until``) is in optimisation steps; γ̂ is per step; V's are squared norms. Fractions are
-of the *realised* T of the run being predicted (the evaluation's time axis; a run that never transitioned,
+T, predictions, ``observed_until``) is in optimisation steps; γ̂ is per step; V's are squared norms. In `evaluate` fractions are
+of the *realised* T of the run being predicted (in `evaluate_pending`, of the budget) (the evaluation's time axis; a run that never transitioned,
 T = NaN, is not scored and not used for calibration).
 """
 from __future__ import annotations
@@ -430,3 +434,69 @@ def forecast_summary(evaluation: pd.DataFrame, at: Sequence[float] = SUMMARY_FRA
                                                  else float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------ evaluation at fixed points of the budget
+
+BUDGET_FRACTIONS = (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9)  # of the budget; with the summary's
+MIN_OBSERVED_POINTS = MIN_POST_PEAK_POINTS + 1  # logged points after step 0 the forecaster needs: a peak, 3 after it
+PENDING_COLUMNS = ["run", "group", "method", "fraction", "observed_until", "n_observed", "realised", "predicted",
+                   "low", "high", "relative_error", "within"]
+
+
+def observed_points(traj: Trajectory, observed_until: float) -> int:
+    """How many logged points of `traj` lie in (0, observed_until] (step 0 is never a peak, `norm_features`)."""
+    return int(np.sum((traj.steps > 0) & (traj.steps <= observed_until)))
+
+
+def evaluate_pending(trajectories: Sequence[Trajectory], budget: float,
+                     fractions: Sequence[float] = BUDGET_FRACTIONS, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Leave-one-group-out evaluation at fixed observation times t = fraction × budget (steps), the same t for
+    every run, so the horizon does not encode the answer (as a fraction of the realised T would).
+
+    At each t only the runs still *pending* are forecast and used for fitting: those with a finite T > t (a run
+    that has transitioned by t needs no forecast; one that never transitions is not scored). Both methods get the
+    same information: the forecaster is calibrated on the other groups' runs pending at t, each observed until t;
+    the 1/λ baseline is fitted on the same runs (T conditional on T > t); and both forecasts are raised to at least
+    t (the run is known not to have transitioned yet). One row per (run, group, method, fraction), columns
+    `PENDING_COLUMNS` (`evaluate`'s, plus observed_until and n_observed, `observed_points` at t); a missing
+    forecast is not within. Needs at least two groups (`nhtlib.config.ConfigError` otherwise)."""
+    trajectories = list(trajectories)
+    budget = _as_float("budget", budget)
+    check_range("budget", budget, 0.0, None, low_inclusive=False)
+    fractions = tuple(_fraction(f) for f in fractions)
+    if not fractions:
+        raise ConfigError("evaluate_pending needs at least one fraction")
+    check_range("tolerance", _as_float("tolerance", tolerance), 0.0, None, low_inclusive=False)
+    groups = list(dict.fromkeys(t.group for t in trajectories))
+    if len(groups) < 2:
+        raise ConfigError(f"leave-one-group-out needs at least 2 groups, got {len(groups)}")
+    rows = []
+    for f in fractions:
+        t = f * budget
+        pending = [i for i, traj in enumerate(trajectories) if traj.transitioned and traj.transition_step > t]
+        at = {i: _raw_at(trajectories[i], t) for i in pending}  # the same for every held-out group
+        for g in groups:
+            train = [i for i in pending if trajectories[i].group != g]
+            test = [i for i in pending if trajectories[i].group == g]
+            if not test:
+                continue
+            baseline = InverseLambdaBaseline().fit(trajectories[i] for i in train)
+            forecaster = TransitionForecaster().fit_raw([(trajectories[i].transition_step, at[i][1]) for i in train],
+                                                        f)
+            for i in test:
+                traj = trajectories[i]
+                for method, fc in ((FORECASTER, forecaster.predict_features(at[i][0])),
+                                   (BASELINE, baseline.predict(traj))):
+                    row = _row(traj, method, f, _not_before(fc, t), tolerance)
+                    rows.append({**row, "observed_until": t, "n_observed": observed_points(traj, t)})
+    return pd.DataFrame(rows, columns=PENDING_COLUMNS).astype({"within": bool})
+
+
+def _not_before(fc: Forecast, t: float) -> Forecast:
+    """The forecast raised to at least t (steps): the run has not transitioned by t. NaN stays NaN."""
+    if not fc.available:
+        return fc
+    low = max(fc.low, t) if math.isfinite(fc.low) else fc.low
+    high = max(fc.high, t) if math.isfinite(fc.high) else fc.high
+    return Forecast(max(fc.value, t), low, high, fc.features)

@@ -3,7 +3,8 @@
 NHT reports S ≈ 1.0 (modular arithmetic), 0.5–0.7 (CIFAR-10 borders), −0.11 (CelebA) and ≈ 0 (Waterbirds) without a
 formula (shared/papers/nht.md §1.5). The book's estimator is ours: S_traj (`s_traj`; `per_run` for every run of a table), the Spearman
 correlation between ‖θ‖² and a shortcut-reliance signal φ over one run's contraction phase, averaged over the
-runs of a domain's intermediate regime.
+runs of a domain's intermediate regime. `sharpness` adds Def. 4.1 (iii): W, the time φ̂ takes to fall from 0.8 to
+0.2 in units of the escape time (the book calls a separation "clean" when S_traj ≥ 0.8 and W ≤ 0.5, nht.md §1.5).
 
 Every chapter that has such runs records its per-run scores with `record(...)` (results/<scale>/<chapter>/
 separation-<domain>.csv, next to its claims; one file per domain); chapter 4 gathers them with `load(scale)` and
@@ -25,6 +26,9 @@ COLUMNS = ["domain", "chapter", "weight_decay", "seed", "regime", "pooled", "S",
 # the paper's values (Table 3, §5.9): domain -> (number for plots, as printed)
 PAPER_S = {"modular arithmetic": (1.0, "≈ 1.0"), "CIFAR-10 borders": (0.6, "0.5–0.7"), "CelebA": (-0.11, "−0.11"),
            "Waterbirds": (0.0, "≈ 0.0")}
+# Def. 4.1 (iii)'s sharpness W times the fall of φ̂ between these two levels (nht.md §1.5 item 3: from 0.8 to 0.2,
+# i.e. the central 60 % of the fall, so a slow start or tail does not count)
+SHARP_HIGH, SHARP_LOW = 0.8, 0.2
 
 
 def _file_name(domain: str) -> str:
@@ -47,6 +51,38 @@ def s_traj(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[flo
     if keep.sum() < min_points or np.ptp(v[keep]) == 0 or np.ptp(r[keep]) == 0:
         return float("nan")
     return float(spearmanr(v[keep], r[keep]).statistic)
+
+
+def sharpness(steps: Sequence[float], norm: Sequence[float], reliance: Sequence[float], *, rate: float,
+              high: float = SHARP_HIGH, low: float = SHARP_LOW) -> float:
+    """The sharpness W of Def. 4.1 (iii) for one run (shared/papers/nht.md §1.5, item 3): how long the shortcut
+    signal takes to fall, in units of the escape time,
+
+        W = (e_{φ̂=low} − e_{φ̂=high}) / T_escape,   T_escape = log(V_peak / V_final) / rate,
+
+    dimensionless (steps / steps). φ̂ is `reliance` min–max normalised over the run; e_{φ̂=high} is the first logged
+    step at or after φ̂'s maximum with φ̂ ≤ `high`, e_{φ̂=low} the first logged step from there on with φ̂ ≤ `low`
+    (so the resolution is one logging interval). V = `norm` (‖θ‖², squared norm); V_peak its maximum after step 0,
+    V_final its last value; `rate` is γ_V, the per-step contraction rate of V (2ηλ for pure decoupled decay).
+    W ≤ 0.5 with S_traj ≥ 0.8 is the book's "clean" separation. NaN when φ̂ is constant, when it does not complete
+    its fall within the run (a censored transition: nothing to time), or when the norm does not contract."""
+    s, v = np.asarray(steps, dtype=float), np.asarray(norm, dtype=float)
+    r = np.asarray(reliance, dtype=float)
+    order = np.argsort(s, kind="stable")
+    s, v, r = s[order], v[order], r[order]
+    if len(s) < 2 or not (np.isfinite(r).all() and np.isfinite(v).all()) or np.ptp(r) == 0 or not rate > 0:
+        return float("nan")
+    phi = (r - r.min()) / np.ptp(r)
+    top = int(np.argmax(phi))
+    below_high = np.flatnonzero((np.arange(len(s)) >= top) & (phi <= high))
+    if not len(below_high):
+        return float("nan")
+    below_low = np.flatnonzero((np.arange(len(s)) >= below_high[0]) & (phi <= low))
+    v_peak, v_final = regimes.peak_value(s, v), float(v[-1])
+    if not len(below_low) or not (v_peak > v_final > 0):
+        return float("nan")
+    t_escape = float(np.log(v_peak / v_final)) / rate
+    return float(s[below_low[0]] - s[below_high[0]]) / t_escape
 
 
 def per_run(table: pd.DataFrame, by: Sequence[str], reliance: str, *, time: str = "step", norm: str = "norm_sq",

@@ -5,7 +5,9 @@ seed (`per_seed`), then summarised by `interval` into an `Estimate` — the mean
 t-interval below `BOOTSTRAP_MIN_UNITS` units (a percentile bootstrap over 3 seeds has only 10 distinct resamples), a
 percentile bootstrap from there on. A statistic that exists only across runs (one fit over a whole grid) gets its
 interval from `seed_bootstrap` (resample seeds, refit); a spread across seeds (a standard deviation) gets the
-chi-square interval of `sd_interval`. Fewer than `MIN_UNITS` units decide nothing (`Estimate.decided`). The verdict
+chi-square interval of `sd_interval`; a share of exchangeable runs (runs as the unit) gets the Wilson interval of
+`share_interval`, widened by the design effect of runs clustered in seeds. Fewer than `MIN_UNITS` units decide
+nothing (`Estimate.decided`). The verdict
 rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval (`nhtlib.analysis.forecast`) read these.
 """
 from __future__ import annotations
@@ -143,6 +145,46 @@ def seed_bootstrap(groups: Mapping[Any, Any], statistic: Callable[[list], float]
         return Estimate(value, float("nan"), float("nan"), n, unit, "none")
     low, high = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
     return Estimate(value, float(low), float(high), n, unit, "bootstrap")
+
+
+def share_interval(successes: Sequence[int], trials: Sequence[int], level: float = LEVEL) -> Estimate:
+    """A share of runs with the run as the unit: successes / trials summed over seeds, with its Wilson `level`
+    interval. successes[i], trials[i]: the counts of seed i (runs of one seed may not be independent, so the
+    Wilson interval uses the effective number of runs n / deff, where the design effect deff ≥ 1 is the ratio of
+    the between-seed (cluster) variance of the share to the binomial one; one seed, or seeds that agree, give
+    deff = 1). The estimate's unit is 'runs' and n the number of runs; fewer than MIN_UNITS runs decide nothing."""
+    from scipy.stats import norm
+
+    y, m = np.asarray(successes, float), np.asarray(trials, float)
+    keep = m > 0
+    y, m = y[keep], m[keep]
+    n = int(m.sum())
+    if n == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0, "runs", "none")
+    p = float(y.sum() / n)
+    k = len(m)
+    deff = 1.0
+    if k > 1 and 0 < p < 1:
+        cluster_var = k / (k - 1) * float(((y - p * m) ** 2).sum()) / n ** 2
+        deff = max(1.0, cluster_var / (p * (1 - p) / n))
+    n_eff = n / deff
+    z = float(norm.ppf(0.5 + level / 2))
+    centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
+    half = z / (1 + z * z / n_eff) * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff ** 2))
+    method = "Wilson" if deff == 1.0 else f"Wilson, clustered by seed (deff {deff:.2f})"
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, "runs", method)
+
+
+def run_share(summary: pd.DataFrame, success: pd.Series, *, runs: pd.Series | None = None,
+              seed: str = "seed") -> Estimate:
+    """The share of the selected runs (`runs`, a boolean mask; default all) for which `success` (a boolean mask) holds,
+    runs as the unit, with `share_interval`'s clustered Wilson interval."""
+    chosen = summary.index if runs is None else summary.index[runs.reindex(summary.index, fill_value=False)
+                                                              .astype(bool).to_numpy()]
+    hit = success.reindex(summary.index, fill_value=False).astype(bool)
+    counts = [(int(hit.loc[idx].sum()), len(idx)) for _, idx in
+              summary.loc[chosen].groupby(seed, sort=True).groups.items()]
+    return share_interval([c[0] for c in counts], [c[1] for c in counts])
 
 
 def per_seed(summary: pd.DataFrame, fn, seed: str = "seed") -> list[float]:

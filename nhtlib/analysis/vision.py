@@ -1,11 +1,15 @@
 """Norm-dynamics summary of vision runs (NHT's CIFAR-10 chapter): the §1.4 regime thresholds and the transition
 times the paper leaves undefined (shared/papers/nht.md §1.4 and §7.1).
 
-* regime from the *norm trajectory alone* (NHT's Fig. 1 labels): decay D = 100 (V_peak - V_final) / V_peak over
-  epochs >= 1; weak if D < weak_max_decay (2%); intermediate if D < strong_min_decay (35%) and the peak is not in
-  the first `early_peak_fraction` (10%) of the epochs; strong otherwise (large decay, or a decay from an early peak:
-  the norm is suppressed from the start), and strong too when the norm never rises above its initial value (ours:
-  a collapsed run has no decay left to measure). `VisionRegimeRule` holds the thresholds.
+* regime from the norm trajectory **and what the model did** (`classify_vision_regime`): decay D = 100 (V_peak −
+  V_final) / V_peak over epochs ≥ 1. strong when the norm never rises above its initial value (suppressed from the
+  first log on); weak when D < weak_max_decay (2 %: the norm still grows); intermediate (a delayed transition) when
+  the norm peaks after the first `early_peak_fraction` (10 %) of the epochs and contracts **and** the model leaves
+  the shortcut between the norm's peak and the end (`left_shortcut`: the clean, structured accuracy ends at least
+  `improve_min` above its best up to the peak without the reliance growing, or the shortcut reliance falls by at
+  least `reliance_drop_min`); strong when the peak is that early (suppressed from the start) or, without a
+  transition, D ≥ strong_min_decay (35 %); weak otherwise (the norm contracts but the shortcut persists). A shortcut the model cannot leave (ρ = 1) therefore never reads
+  intermediate. `classify_norm_regime` keeps the norm-only labels; `VisionRegimeRule` holds the thresholds.
 * transition times (in the trajectory's step unit, e.g. epochs), one of which a chapter picks as a parameter:
   ``head_peak`` (T_peak: epoch of the head norm's maximum, NaN unless the head norm then decays by at least
   `weak_max_decay` %), ``head_contraction`` (T_tr: first epoch after that peak
@@ -29,15 +33,19 @@ TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
 class VisionRegimeRule(Config):
     """Thresholds of the norm-only regime rule (book defaults of shared/papers/nht.md §1.4)."""
 
-    weak_max_decay: float = 2.0
-    strong_min_decay: float = 35.0
-    early_peak_fraction: float = 0.1
-    below_init_is_strong: bool = True
+    weak_max_decay: float = 2.0  # % from the peak: less is a norm that still grows (nht.md §1.4)
+    strong_min_decay: float = 35.0  # % from the peak: more, without a transition, is suppression (§1.4)
+    early_peak_fraction: float = 0.1  # a peak this early in the budget, without a transition, is suppression
+    below_init_is_strong: bool = True  # a norm that never rises above init was suppressed from the first log
+    improve_min: float = 0.05  # a transition: the clean accuracy rises ≥ 5 points after the norm peak (as the toy)
+    reliance_drop_min: float = 0.2  # ... or the shortcut reliance falls ≥ 0.2 (two of CIFAR's ten gray images)
 
     def validate(self) -> None:
         check_range("weak_max_decay", self.weak_max_decay, 0.0, 100.0)
         check_range("strong_min_decay", self.strong_min_decay, self.weak_max_decay, 100.0)
         check_range("early_peak_fraction", self.early_peak_fraction, 0.0, 1.0)
+        check_range("improve_min", self.improve_min, 0.0, 1.0)
+        check_range("reliance_drop_min", self.reliance_drop_min, 0.0, 1.0)
 
 
 def classify_norm_regime(steps: Sequence[float], norm: Sequence[float], rule: VisionRegimeRule = VisionRegimeRule()
@@ -58,11 +66,53 @@ def classify_norm_regime(steps: Sequence[float], norm: Sequence[float], rule: Vi
     return "intermediate" if d < rule.strong_min_decay and not early else "strong"
 
 
+def left_shortcut(steps: Sequence[float], norm: Sequence[float], clean: Sequence[float] | None = None,
+                  reliance: Sequence[float] | None = None, rule: VisionRegimeRule = VisionRegimeRule()) -> bool:
+    """Did the model leave the shortcut after the norm's peak? Either the clean accuracy ends ≥ rule.improve_min
+    above the best it reached up to the peak (a dip and its recovery is no transition) while the shortcut reliance
+    did not grow by rule.reliance_drop_min or more (a model moving onto the shortcut is not leaving it), or the
+    shortcut reliance ends ≥ rule.reliance_drop_min below its value at the peak."""
+    s = np.asarray(steps, dtype=float)
+    upto = s <= peak_step(s, norm)
+    at_peak = np.flatnonzero(upto)[-1]
+    r = None if reliance is None else np.asarray(reliance, dtype=float)
+    if r is not None and r[at_peak] - r[-1] >= rule.reliance_drop_min:
+        return True
+    if clean is not None:
+        c = np.asarray(clean, dtype=float)
+        onto_shortcut = r is not None and r[-1] - r[at_peak] >= rule.reliance_drop_min
+        if c[-1] - c[upto].max() >= rule.improve_min and not onto_shortcut:
+            return True
+    return False
+
+
+def classify_vision_regime(steps: Sequence[float], norm: Sequence[float], clean: Sequence[float] | None = None,
+                           reliance: Sequence[float] | None = None, rule: VisionRegimeRule = VisionRegimeRule()
+                           ) -> str:
+    """'weak' | 'intermediate' | 'strong' from one run: its ‖θ‖² trajectory and what the model did (the clean
+    accuracy and/or the shortcut reliance per logged epoch; see the module docstring). Intermediate needs both a
+    norm that peaks and contracts and a model that leaves the shortcut."""
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(norm, dtype=float)
+    if rule.below_init_is_strong and s[0] == 0 and len(s) > 1 and peak_value(s, v) < v[0]:
+        return "strong"
+    if decay_percent(s, v) < rule.weak_max_decay:
+        return "weak"
+    if peak_step(s, v) < rule.early_peak_fraction * s[-1]:
+        return "strong"  # suppressed from the start: a change right after an early peak is no *delayed* transition
+    if left_shortcut(s, v, clean, reliance, rule):
+        return "intermediate"
+    return "strong" if decay_percent(s, v) >= rule.strong_min_decay else "weak"
+
+
 def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", layers: Sequence[str] = (),
               head: str = "head", clean: str = "clean_acc", clean_threshold: float = 0.5,
-              contraction_fraction: float = 0.1, rule: VisionRegimeRule = VisionRegimeRule()) -> pd.DataFrame:
+              reliance: str | None = None, contraction_fraction: float = 0.1,
+              rule: VisionRegimeRule = VisionRegimeRule()) -> pd.DataFrame:
     """One row per run, in the column schema of `nht.regimes.summarise_runs`: V_peak, peak_step (time of the total
-    norm's maximum, in the `time` unit), decay_pct, regime, the final value of every accuracy column, per layer L
+    norm's maximum, in the `time` unit), decay_pct, regime (`classify_vision_regime` on the norm, the `clean`
+    accuracy and, when given, the shortcut-reliance column `reliance`), norm_regime (NHT's norm-only label),
+    the final value of every accuracy column, per layer L
     peak_step:L / decay_pct:L, and the three transition times T_head_peak,
     T_head_contraction, T_clean_acc (NaN when never reached), diverged_step (a diverged run: regime "diverged",
     NaN elsewhere)."""
@@ -79,7 +129,10 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         hv = g[f"norm_sq:{head}"].to_numpy(float)
         row = dict(zip(by, key))
         row.update({"V_peak": peak_value(t, v), "V_final": float(v[-1]), "peak_step": peak_step(t, v),
-                    "decay_pct": decay_percent(t, v), "regime": classify_norm_regime(t, v, rule)})
+                    "decay_pct": decay_percent(t, v),
+                    "regime": classify_vision_regime(t, v, g[clean].to_numpy(float),
+                                                     g[reliance].to_numpy(float) if reliance else None, rule),
+                    "norm_regime": classify_norm_regime(t, v, rule)})
         row.update({f"final_{c}": float(g[c].iloc[-1]) for c in acc_cols})
         for layer in dict.fromkeys([head, *layers]):
             lv = g[f"norm_sq:{layer}"].to_numpy(float)
@@ -91,7 +144,7 @@ def summarise(table: pd.DataFrame, by: Sequence[str], *, time: str = "epoch", la
         row["T_clean_acc"] = transition_step(t, g[clean], clean_threshold, after=t[t > 0].min() if (t > 0).any()
                                              else None)
         rows.append({**row, "diverged_step": float("nan")})
-    columns = [*by, "V_peak", "V_final", "peak_step", "decay_pct", "regime", *[f"final_{c}" for c in acc_cols],
+    columns = [*by, "V_peak", "V_final", "peak_step", "decay_pct", "regime", "norm_regime", *[f"final_{c}" for c in acc_cols],
                *[f"{q}:{layer}" for layer in dict.fromkeys([head, *layers]) for q in ("peak_step", "decay_pct")],
                "T_head_peak", "T_head_contraction", "T_clean_acc", "diverged_step"]
     return pd.DataFrame(rows).reindex(columns=columns)  # every column, also when every run diverged

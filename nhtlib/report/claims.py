@@ -20,10 +20,11 @@ import pandas as pd
 from nhtlib.config import ConfigError, check_choice
 from nhtlib.paths import atomic_write_bytes, chapter_dir, chapter_files
 from nhtlib.analysis.statistics import Estimate
-from nhtlib.report.verdicts import INCONCLUSIVE, NOT_TESTABLE, VERDICTS, ClaimResult, ClaimSpec  # noqa: F401  (VERDICTS: re-exported)
+from nhtlib.report.verdicts import (INCONCLUSIVE, NOT_AT_THIS_SCALE, NOT_TESTABLE, UNTESTED, VERDICTS,  # noqa: F401
+                                    ClaimResult, ClaimSpec, NotTested)  # (VERDICTS: re-exported)
 
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
-           "null", "note"]
+           "null", "note", "untested", "cell"]
 
 
 EstimateOf = Callable[[Any], "Estimate | Mapping[str, Estimate] | None"]
@@ -60,6 +61,14 @@ class Claim:
                                control=self.control(analysed) if self.control else None,
                                note=self.note(analysed) if self.note else "",
                                ours=self.ours(analysed) if self.ours else None)
+
+
+def not_tested(claim_id: str, statement: str, paper: str, source: str, reason: str, *,
+               kind: str = NOT_AT_THIS_SCALE, where: str = "", test: str = "—") -> Claim:
+    """A claim of the papers this book does not test, listed so the Scoreboard shows every claim the notes name:
+    always *not testable here*, with its reason (what would test it) and kind (one of `verdicts.UNTESTED`)."""
+    return Claim(ClaimSpec(claim_id, statement, paper, source, NotTested(reason, kind)), lambda analysed: None,
+                 where=where, test=test)
 
 
 def overview_markdown(claims: Sequence[Claim]) -> str:
@@ -162,15 +171,29 @@ def scoreboard(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
         if chapter not in set(frame["chapter"]):
             row = {**dict.fromkeys(COLUMNS, ""), "chapter": chapter, "id": "-",
                    "statement": f"chapter not executed at scale {scale!r}", "verdict": NOT_TESTABLE, "scale": scale,
-                   "source": "—",
+                   "source": "—", "untested": "not run at this scale",
                    "note": "no runs at this scale"}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
     return frame.sort_values(["chapter"], kind="stable").reset_index(drop=True)
 
 
+def counted_verdict(frame: pd.DataFrame) -> pd.Series:
+    """The verdict as the Scoreboard counts it: "not testable here" split by its reason (`untested`: the paper gives
+    no evidence / not run at this scale / no such measurement in the construction), every other verdict as is."""
+    untested = frame.get("untested", pd.Series("", index=frame.index)).fillna("").astype(str)
+    reason = untested.where(untested != "", "reason not recorded")
+    return frame.verdict.where(frame.verdict != NOT_TESTABLE, "not testable: " + reason)
+
+
+COUNTED = [v for v in VERDICTS if v != NOT_TESTABLE] + [f"not testable: {kind}" for kind in UNTESTED] + [
+    "not testable: reason not recorded"]
+
+
 def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:
-    """`by` (chapter, or source: NHT / NSDL / D_LR / book) x verdicts count table, with a total row."""
-    counts = frame.groupby([by, "verdict"]).size().unstack(fill_value=0)
-    counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
+    """`by` (chapter, or source: NHT / NSDL / D_LR / book) x verdicts count table, with a total row; "not
+    testable here" is counted apart for each of its reasons (`counted_verdict`)."""
+    counts = frame.assign(counted=counted_verdict(frame)).groupby([by, "counted"]).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=[v for v in COUNTED if v in counts.columns])
+    counts.columns.name = "verdict"
     counts.loc["total"] = counts.sum()
     return counts

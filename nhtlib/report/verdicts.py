@@ -11,16 +11,19 @@ The design note (shared/design/verdicts.md) in code:
   decide nothing: the verdict is *inconclusive*, never a one-seed *reproduced*.
 * **A rule turns an interval into a verdict**, and says so in words (`Rule.words`), from the same object that
   decides, so the sentence a reader sees cannot disagree with the code:
-  `AtLeast` / `AtMost` (direction / threshold), `Within` (a stated range), `Agrees` (a fit against the paper's
-  interval), `Equivalent` (a null claim: inside a margin, with a `PositiveControl` showing the measurement was
-  alive), `AllOf` (several parts: the only source of *partly*), `NotTested` (the paper gives no evidence).
+  `AtLeast` / `AtMost` (direction / threshold; with a `PositiveControl` for a failure the paper marks ×, or a
+  one-sided null such as "no λ improves the worst group by more than 3 points"), `Within` (a stated range),
+  `ArmComparison` (a paired comparison of two arms: decided either way only when every arm trained), `Matches` (agreement with a paper number: an equivalence test on ours − paper with a stated margin, not an
+  overlap of intervals), `Equivalent` (a two-sided null claim: inside a margin, with a `PositiveControl` showing
+  the measurement was alive), `AllOf` (several parts: the only source of *partly*; a failed part is never hidden),
+  `NotTested` (the paper gives no evidence, or this scale cannot test the claim: `UNTESTED` names the reasons).
 * `ClaimSpec` declares a claim once (id, statement, the paper's value with its source tag, where it comes from, its
   rule); `ClaimSpec.judge(estimate)` gives the `ClaimResult` row that `nhtlib.report.claims.Claims.record` stores.
 
 Verdicts: reproduced (the whole interval lies beyond the threshold), not reproduced (the whole interval lies on the
 other side), inconclusive (the interval straddles it, or too few seeds, or a null claim on a dead model), partly
 (a claim with several parts, some reproduced and some not), not testable here (no runs at this scale, or the paper
-itself gives no evidence — the row says which).
+itself gives no evidence — the row's `untested` field says which, one of `UNTESTED`).
 """
 from __future__ import annotations
 
@@ -34,6 +37,12 @@ REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = (
     "reproduced", "partly", "not reproduced", "inconclusive", "not testable here")
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE)
 SOURCES = ("NHT", "NSDL", "D_LR", "book")  # where a claim comes from: the two papers, NHT's companion, or ours
+# Why a claim is not testable here (the Scoreboard counts them apart): the paper marks a cell without evidence;
+# the claim needs runs this scale does not make (the row says what would test it); the book's own construction
+# has no such measurement (the toy has no groups).
+NO_EVIDENCE, NOT_AT_THIS_SCALE, NOT_IN_CONSTRUCTION = (
+    "the paper gives no evidence", "not run at this scale", "no such measurement in the construction")
+UNTESTED = (NO_EVIDENCE, NOT_AT_THIS_SCALE, NOT_IN_CONSTRUCTION)
 
 
 
@@ -61,24 +70,41 @@ def _fmt(x: float) -> str:
 
 @dataclass(frozen=True)
 class Threshold(Rule):
-    """The interval of `quantity` against one threshold; `beyond` says on which side the claim lies."""
+    """The interval of `quantity` against one threshold; `beyond` says on which side the claim lies.
+
+    With a `control` the claim is a failure the paper marks × ("the law fails": R² below 0.9) or a one-sided null
+    ("no λ improves the worst group by 3 points or more"): *reproduced* then also needs the positive control to
+    pass — a model at chance fails every law and improves nothing — while an interval on the other side is *not
+    reproduced* whatever the control (the effect was seen)."""
 
     quantity: str
     threshold: float
+    control: "PositiveControl | None" = None
     beyond = "above"  # "above" (AtLeast) or "below" (AtMost)
+
+    def validate(self) -> None:
+        if self.control is not None and not isinstance(self.control, PositiveControl):
+            raise ConfigError(f"control={self.control!r} must be a PositiveControl")
+
+    @property
+    def null(self) -> bool:  # type: ignore[override]
+        return self.control is not None
 
     def judge(self, estimate, control=None):
         if estimate is None or not estimate.decided:
             return INCONCLUSIVE
         above, below = estimate.low > self.threshold, estimate.high < self.threshold
-        if above or below:
-            return REPRODUCED if (above if self.beyond == "above" else below) else NOT_REPRODUCED
-        return INCONCLUSIVE
+        if not (above or below):
+            return INCONCLUSIVE
+        if above if self.beyond == "above" else below:
+            return REPRODUCED if self.control is None or self.control.passes(control) else INCONCLUSIVE
+        return NOT_REPRODUCED
 
     def words(self):
         other = "below" if self.beyond == "above" else "above"
-        return (f"reproduced if the {_pct()} CI of {self.quantity} lies {self.beyond} {_fmt(self.threshold)}, not "
-                f"reproduced if it lies {other}, else inconclusive (n ≥ {MIN_UNITS})")
+        control = f" and {self.control.words()} (positive control)" if self.control is not None else ""
+        return (f"reproduced if the {_pct()} CI of {self.quantity} lies {self.beyond} {_fmt(self.threshold)}{control}, "
+                f"not reproduced if it lies {other}, else inconclusive (n ≥ {MIN_UNITS})")
 
 
 @dataclass(frozen=True)
@@ -94,6 +120,28 @@ class AtMost(Threshold):
     """The effect is at most `threshold` (a falling curve, a negative correlation): the mirror of AtLeast."""
 
     beyond = "below"
+
+
+@dataclass(frozen=True)
+class ArmComparison(AtLeast):
+    """A paired comparison of two arms ("BN is richer than no BN"): AtLeast on the paired difference, with a
+    `control` showing that the arm that may not train did train. Without it the verdict is inconclusive on *either*
+    side: an arm that never trained can neither win nor lose a comparison (shared/design/verdicts.md). (AtLeast with
+    a control decides the other side whatever the control, which is right for a failure the paper marks ×, not for
+    a comparison of two arms.)"""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.control is None:
+            raise ConfigError("a comparison of two arms needs the positive control that both arms trained")
+
+    def judge(self, estimate, control=None):
+        return super().judge(estimate, control) if self.control.passes(control) else INCONCLUSIVE
+
+    def words(self):
+        return (f"reproduced if the {_pct()} CI of {self.quantity} lies above {_fmt(self.threshold)}, not reproduced "
+                f"if it lies below, else inconclusive (n ≥ {MIN_UNITS}); either way only if {self.control.words()} "
+                "(positive control: an arm that never trained can neither win nor lose), else inconclusive")
 
 
 @dataclass(frozen=True)
@@ -124,32 +172,48 @@ class Within(Rule):
 
 
 @dataclass(frozen=True)
-class Agrees(Rule):
-    """A fitted value against the paper's value and interval [paper_low, paper_high]: reproduced when our interval
-    overlaps the paper's and is no wider than `max_width` (precise enough to have disagreed), not reproduced when it
-    excludes the paper's value and its whole interval, else inconclusive."""
+class Matches(Rule):
+    """Ours agrees with the paper's number `paper`: an equivalence test on the difference ours − paper with the
+    margin stated in the claim (`margin`, a fraction of |paper| when `relative`, else in the quantity's units).
+    Reproduced when the whole 95 % interval of the difference lies inside (−margin, margin); not reproduced when it
+    lies wholly outside (beyond +margin or below −margin); inconclusive otherwise (in particular when our interval
+    is too wide to tell). Two overlapping intervals are not agreement (shared/design/verdicts.md)."""
 
     quantity: str
-    paper_low: float
-    paper_high: float
-    max_width: float
+    paper: float
+    margin: float
+    relative: bool = True
 
     def validate(self) -> None:
-        if not self.paper_low <= self.paper_high:
-            raise ConfigError(f"paper interval [{self.paper_low}, {self.paper_high}] must have low <= high")
-        check_range("max_width", self.max_width, 0.0, None, low_inclusive=False)
+        check_range("margin", self.margin, 0.0, None, low_inclusive=False)
+        if self.relative and self.paper == 0:
+            raise ConfigError("a relative margin needs a non-zero paper value")
+
+    @property
+    def half_width(self) -> float:
+        """The margin in the quantity's units."""
+        return self.margin * abs(self.paper) if self.relative else self.margin
+
+    def difference(self, estimate: Estimate) -> tuple[float, float]:
+        """The 95 % interval of ours − paper (the paper's number is taken as exact)."""
+        return estimate.low - self.paper, estimate.high - self.paper
 
     def judge(self, estimate, control=None):
         if estimate is None or not estimate.decided:
             return INCONCLUSIVE
-        if estimate.high < self.paper_low or estimate.low > self.paper_high:
+        low, high = self.difference(estimate)
+        m = self.half_width
+        if -m < low and high < m:
+            return REPRODUCED
+        if low >= m or high <= -m:
             return NOT_REPRODUCED
-        return REPRODUCED if estimate.width <= self.max_width else INCONCLUSIVE
+        return INCONCLUSIVE
 
     def words(self):
-        return (f"reproduced if the {_pct()} CI of {self.quantity} overlaps the paper's "
-                f"[{_fmt(self.paper_low)}, {_fmt(self.paper_high)}] and is at most {_fmt(self.max_width)} wide; "
-                "not reproduced if it excludes the paper's interval; else inconclusive")
+        margin = (f"±{self.margin:.0%} of the paper's {_fmt(self.paper)} (±{_fmt(round(self.half_width, 6))})"
+                  if self.relative else f"±{_fmt(self.margin)}")
+        return (f"reproduced (equivalence) if the {_pct()} CI of {self.quantity} minus the paper's {_fmt(self.paper)} "
+                f"lies inside {margin}; not reproduced if it lies wholly outside; else inconclusive (n ≥ {MIN_UNITS})")
 
 
 @dataclass(frozen=True)
@@ -201,8 +265,9 @@ class Equivalent(Rule):
 @dataclass(frozen=True)
 class AllOf(Rule):
     """A claim with several named parts, each with its rule; judged on {part name: Estimate}: reproduced when every
-    part is, not reproduced when every part is decided and none is reproduced, partly when some parts are reproduced
-    and some are not, inconclusive otherwise. The only rule that says *partly*."""
+    part is; when any part is not reproduced, partly if some other part is reproduced and not reproduced if none is
+    (a clear failure is never hidden behind an undecided part); inconclusive only when no part failed and some part
+    is undecided. The only rule that says *partly*."""
 
     parts: tuple[tuple[str, Rule], ...]
 
@@ -221,29 +286,34 @@ class AllOf(Rule):
         verdicts = list(self.part_verdicts(estimate or {}, control).values())
         if all(v == REPRODUCED for v in verdicts):
             return REPRODUCED
-        if REPRODUCED in verdicts and NOT_REPRODUCED in verdicts:
-            return PARTLY
-        if REPRODUCED not in verdicts and NOT_REPRODUCED in verdicts and INCONCLUSIVE not in verdicts:
-            return NOT_REPRODUCED
+        if NOT_REPRODUCED in verdicts:
+            return PARTLY if REPRODUCED in verdicts else NOT_REPRODUCED
         return INCONCLUSIVE
 
     def words(self):
         inner = "; ".join(f"({name}) {rule.words()}" for name, rule in self.parts)
-        return f"every part: {inner}. Partly when some parts are reproduced and others not"
+        return (f"every part: {inner}. Partly when some parts are reproduced and another is not; not reproduced when a "
+                "part is not reproduced and none is")
 
 
 @dataclass(frozen=True)
 class NotTested(Rule):
-    """The paper itself gives no evidence for this cell (e.g. NHT Table 3 ticks P3 for modular arithmetic, where no
-    groups exist): always *not testable here*, with the reason."""
+    """A claim this book cannot test: always *not testable here*, with the reason in words and its kind (one of
+    `UNTESTED`): the paper itself gives no evidence for the cell (NHT Table 3 ticks P3 for modular arithmetic, where
+    no groups exist), the claim needs runs this scale does not make (the reason says what would test it), or the
+    book's construction has no such measurement."""
 
     reason: str
+    kind: str = NO_EVIDENCE
+
+    def validate(self) -> None:
+        check_choice("kind", self.kind, UNTESTED)
 
     def judge(self, estimate=None, control=None):
         return NOT_TESTABLE
 
     def words(self):
-        return f"not testable here: {self.reason}"
+        return f"not testable here ({self.kind}): {self.reason}"
 
 
 # ---------------------------------------------------------------------------------------------------- claims
@@ -265,18 +335,23 @@ class ClaimResult:
     verdict: str
     null: bool
     note: str = ""
+    untested: str = ""  # for a "not testable here" row: why (one of UNTESTED)
+    cell: str = ""  # the NHT Table 3 cell the row stands for ("CelebA/P3"), "" for every other claim
 
 
 @dataclass(frozen=True)
 class ClaimSpec(Config):
     """A claim declared once: id (e.g. "P1"), statement, the paper's value as printed with its source tag (e.g.
-    "Spearman −1 [paper, Table 3]"), source (one of SOURCES: who makes the claim), and the rule that decides it."""
+    "Spearman −1 [paper, Table 3]"), source (one of SOURCES: who makes the claim), and the rule that decides it.
+    cell: the NHT Table 3 cell ("domain/P3") this claim stands for — at most one claim per cell in the book, so the
+    Scoreboard's Table 3 counts each of the paper's marks once."""
 
     id: str
     statement: str
     paper: str
     source: str
     rule: Rule
+    cell: str = ""
 
     def validate(self) -> None:
         for name in ("id", "statement", "paper"):
@@ -293,7 +368,7 @@ class ClaimSpec(Config):
         claims). ours: the text to show instead of the estimate (the estimate's interval and n still fill the row)."""
         if estimate is None and not isinstance(self.rule, NotTested):
             return self._row(NOT_TESTABLE, ours or "no runs at this scale", 0, float("nan"), float("nan"),
-                             note or "no runs at this scale")
+                             note or "no runs at this scale", NOT_AT_THIS_SCALE)
         verdict = self.rule.judge(estimate, control)
         if isinstance(estimate, Estimate):
             text = ours or estimate.text()
@@ -310,16 +385,19 @@ class ClaimSpec(Config):
             note = "; ".join(filter(None, [note, _control_note(self.rule, control)]))
         return self._row(verdict, text, n, low, high, note)
 
-    def _row(self, verdict: str, ours: str, n: int, low: float, high: float, note: str) -> ClaimResult:
+    def _row(self, verdict: str, ours: str, n: int, low: float, high: float, note: str,
+             untested: str | None = None) -> ClaimResult:
+        if verdict == NOT_TESTABLE and untested is None:
+            untested = self.rule.kind if isinstance(self.rule, NotTested) else NOT_AT_THIS_SCALE
         return ClaimResult(self.id, self.statement, self.paper, self.source, ours, n, low, high, self.rule.words(),
-                           verdict, self.rule.null, note)
+                           verdict, self.rule.null, note, untested or "", self.cell)
 
 
 def _control_note(rule: Rule, control: Estimate | None) -> str:
     """What a null claim's row says about its positive control: its value, and whether it passed (a failed or
     missing control is why a null claim is inconclusive)."""
-    controls = [rule.control] if isinstance(rule, Equivalent) else [r.control for _, r in getattr(rule, "parts", ())
-                                                                      if isinstance(r, Equivalent)]
+    rules = [r for _, r in getattr(rule, "parts", ())] or [rule]
+    controls = [r.control for r in rules if getattr(r, "control", None) is not None]
     if not controls:
         return ""
     if control is None:
