@@ -10,7 +10,7 @@ from nhtlib.report.verdicts import (ArmComparison, INCONCLUSIVE, MIN_UNITS, NOT_
                                     REPRODUCED, SOURCES, PositiveControl)
 
 TESTED = ["R1", "G2", "G1", "A1", "A2", "A3", "B1", "L1", "L2", "E1"]  # the order of the notebook's sections
-UNTESTED = ["U-NC", "U-ST", "U-WD", "U-N", "U-I", "U-J", "U-F5", "U-GT"]  # the paper's claims no run tests (§5.8)
+UNTESTED = ["U-NC", "U-ST", "U-WD", "U-N", "U-I", "U-J", "U-F5", "U-GT", "U-C"]  # the paper's claims no run tests (§5.8)
 IDS = TESTED + UNTESTED
 EXPERIMENT_OF = {"R1": "shortcut", "E1": "shortcut", "G1": "grokking", "G2": "grokking", "A1": "alpha", "A2": "alpha",
                  "A3": "alpha", "B1": "batchnorm", "L1": "lr", "L2": "shuffle"}  # the runs each claim reads

@@ -157,6 +157,10 @@ def test_table3_reads_each_cell_from_the_one_claim_that_stands_for_it():
     assert table.loc["CIFAR-10 borders", ["agrees", "disagrees", "undecided"]].tolist() == [1, 1, 0]
     assert table.loc["modular arithmetic", "P1"] == "✓ | not run"  # a row without a cell counts nowhere
     assert pred.spec("P1", "CelebA", prefix="C-").id == "C-P1" and pred.spec("P1", "CelebA").cell == "CelebA/P1"
+    reasons = pd.DataFrame({"verdict": [v.NOT_TESTABLE, v.NOT_TESTABLE], "cell": ["CelebA/P6", "CelebA/P4"],
+                            "untested": [v.NO_EVIDENCE, v.NOT_AT_THIS_SCALE]})
+    assert pred.table3(reasons).loc["CelebA", "P6"] == "× | not testable: no evidence"
+    assert pred.table3(reasons).loc["CelebA", "P4"] == "✓ | not testable: not at this scale"
     assert pred.spec("P1", "toy (XOR, ours)").cell == ""
 
 

@@ -341,6 +341,20 @@ EVALUATION_COLUMNS = ["run", "group", "method", "fraction", "realised", "predict
                       "relative_error", "within"]
 
 
+def _leave_one_group_out(name: str, trajectories, fractions, tolerance) -> tuple[list, tuple[float, ...], list]:
+    """The checked inputs of a leave-one-group-out evaluation: the trajectories as a list, the fractions, the groups
+    in order of appearance (at least two, and at least one fraction, else `nhtlib.config.ConfigError`)."""
+    trajectories = list(trajectories)
+    fractions = tuple(_fraction(f) for f in fractions)
+    if not fractions:
+        raise ConfigError(f"{name} needs at least one fraction")
+    check_range("tolerance", _as_float("tolerance", tolerance), 0.0, None, low_inclusive=False)
+    groups = list(dict.fromkeys(t.group for t in trajectories))
+    if len(groups) < 2:
+        raise ConfigError(f"leave-one-group-out needs at least 2 groups, got {len(groups)}")
+    return trajectories, fractions, groups
+
+
 def evaluate(trajectories: Sequence[Trajectory], fractions: Sequence[float] = DEFAULT_FRACTIONS,
              tolerance: float = TOLERANCE) -> pd.DataFrame:
     """Leave-one-group-out evaluation of the forecaster against the 1/λ baseline.
@@ -352,14 +366,7 @@ def evaluate(trajectories: Sequence[Trajectory], fractions: Sequence[float] = DE
     tolerance (False when there is no prediction). The method column is `FORECASTER` or `BASELINE`. Needs at least
     two groups (`nhtlib.config.ConfigError` otherwise).
     """
-    trajectories = list(trajectories)
-    fractions = tuple(_fraction(f) for f in fractions)
-    if not fractions:
-        raise ConfigError("evaluate needs at least one fraction")
-    check_range("tolerance", _as_float("tolerance", tolerance), 0.0, None, low_inclusive=False)
-    groups = list(dict.fromkeys(t.group for t in trajectories))
-    if len(groups) < 2:
-        raise ConfigError(f"leave-one-group-out needs at least 2 groups, got {len(groups)}")
+    trajectories, fractions, groups = _leave_one_group_out("evaluate", trajectories, fractions, tolerance)
     scored = [i for i, t in enumerate(trajectories) if t.transitioned]
     # the features of a run at a fraction of its own T do not depend on which group is held out: compute them once
     at = {(i, f): _raw_at(trajectories[i], f * trajectories[i].transition_step) for i in scored for f in fractions}
@@ -461,16 +468,9 @@ def evaluate_pending(trajectories: Sequence[Trajectory], budget: float,
     t (the run is known not to have transitioned yet). One row per (run, group, method, fraction), columns
     `PENDING_COLUMNS` (`evaluate`'s, plus observed_until and n_observed, `observed_points` at t); a missing
     forecast is not within. Needs at least two groups (`nhtlib.config.ConfigError` otherwise)."""
-    trajectories = list(trajectories)
     budget = _as_float("budget", budget)
     check_range("budget", budget, 0.0, None, low_inclusive=False)
-    fractions = tuple(_fraction(f) for f in fractions)
-    if not fractions:
-        raise ConfigError("evaluate_pending needs at least one fraction")
-    check_range("tolerance", _as_float("tolerance", tolerance), 0.0, None, low_inclusive=False)
-    groups = list(dict.fromkeys(t.group for t in trajectories))
-    if len(groups) < 2:
-        raise ConfigError(f"leave-one-group-out needs at least 2 groups, got {len(groups)}")
+    trajectories, fractions, groups = _leave_one_group_out("evaluate_pending", trajectories, fractions, tolerance)
     rows = []
     for f in fractions:
         t = f * budget

@@ -869,6 +869,13 @@ UNTESTED_CLAIMS = (  # "Paper claims the book does not test" (shared/reviews/ver
         "with or before the accuracy's rise needs a set-up whose D_LR falls through grokking. What would test it: "
         "the paper's Transformer at mod 97 (paper scale), per seed the step of D_LR's steepest fall against the "
         "first step of the test accuracy's rise", "§5.3", "not tested (timing of the fall)"),
+    _not_tested(
+        "U-C", "D_LR is cheap: O(p²C) after the forward passes for p ≈ 10³ features, n = O(p) samples",
+        "'O(npC)' after the forward passes, 'O(p²C)' for p ≈ 10³ and n = O(p) [sec]; the exact self-term costs "
+        "O(np²) [derived]",
+        "a cost claim, not a claim about learning: the book times no D_LR computation against its size. What "
+        "would test it: a benchmark script timing `dlr` at growing p (and n = p) with the matmul rate beside it, "
+        "the fitted exponent of time against p", "§5.1", "not tested (a benchmark would)"),
 )
 
 

@@ -312,6 +312,8 @@ def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", see
 
 
 AGREES, DISAGREES, UNDECIDED = "agrees", "disagrees", "undecided"  # our verdict against the paper's mark
+UNTESTED_SHORT = {verdicts.NO_EVIDENCE: "no evidence", verdicts.NOT_AT_THIS_SCALE: "not at this scale",
+                  verdicts.NOT_IN_CONSTRUCTION: "not in the construction"}  # a Table 3 cell's short reason
 
 
 def agreement(verdict: str) -> str:
@@ -324,12 +326,14 @@ def agreement(verdict: str) -> str:
 
 def table3(claims: pd.DataFrame) -> pd.DataFrame:
     """NHT Table 3, the paper's marks beside ours: one row per domain, for each prediction the paper's mark and
-    whether our verdict agrees with it ("✓ | agrees", "× | disagrees", "✓ | undecided", "× | not testable here",
-    "✓ | not run"). claims: the Scoreboard's table; each cell is read from the one claim whose `cell` column names
+    whether our verdict agrees with it ("✓ | agrees", "× | disagrees", "✓ | undecided", "× | not testable: no
+    evidence", "✓ | not testable: not at this scale", "✓ | not run"). claims: the Scoreboard's table; each cell is read from the one claim whose `cell` column names
     it ("CelebA/P3"; the book declares at most one per cell, so no mark is counted twice). Columns agrees /
     disagrees / undecided count the domain's cells."""
     cells = claims.get("cell", pd.Series("", index=claims.index)).fillna("")
-    by_cell = dict(zip(cells, claims.verdict))
+    untested = claims.get("untested", pd.Series("", index=claims.index)).fillna("")
+    by_cell = {cell: (v if v != verdicts.NOT_TESTABLE or not why else f"not testable: {UNTESTED_SHORT.get(why, why)}")
+               for cell, v, why in zip(cells, claims.verdict, untested)}
     rows = []
     for domain, marks in TABLE3.items():
         row = {"domain": domain}

@@ -174,7 +174,7 @@ class Within(Rule):
 @dataclass(frozen=True)
 class Matches(Rule):
     """Ours agrees with the paper's number `paper`: an equivalence test on the difference ours − paper with the
-    margin stated in the claim (`margin`, a fraction of |paper| when `relative`, else in the quantity's units).
+    margin stated in the claim (`margin`, a fraction of the paper's value when `relative`, else in the quantity's units).
     Reproduced when the whole 95 % interval of the difference lies inside (−margin, margin); not reproduced when it
     lies wholly outside (beyond +margin or below −margin); inconclusive otherwise (in particular when our interval
     is too wide to tell). Two overlapping intervals are not agreement (shared/design/verdicts.md)."""
