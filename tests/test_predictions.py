@@ -148,19 +148,19 @@ def test_table3_reads_each_cell_from_the_one_claim_that_stands_for_it():
                            "cell": ["CIFAR-10 borders/P1", "CIFAR-10 borders/P6", "CelebA/P1", "Waterbirds/P1",
                                     "Waterbirds/P3", ""]})
     table = pred.table3(claims)
-    assert table.loc["CIFAR-10 borders", "P1"] == "✓ | agrees"
-    assert table.loc["CIFAR-10 borders", "P6"] == "× | disagrees"  # the law was seen to hold where the paper says ×
-    assert table.loc["CIFAR-10 borders", "P2"] == "✓ | not run"
-    assert table.loc["CelebA", "P1"] == "✓ | undecided"
-    assert table.loc["CelebA", "P3"] == "✓ | not run"  # W-P3 is Waterbirds' row, not CelebA's
-    assert table.loc["Waterbirds", "P3"] == "× | disagrees"
+    assert table.loc["CIFAR-10 borders", "P1"] == "✓ agrees"
+    assert table.loc["CIFAR-10 borders", "P6"] == "× disagrees"  # the law was seen to hold where the paper says ×
+    assert table.loc["CIFAR-10 borders", "P2"] == "✓ not run"
+    assert table.loc["CelebA", "P1"] == "✓ undecided"
+    assert table.loc["CelebA", "P3"] == "✓ not run"  # W-P3 is Waterbirds' row, not CelebA's
+    assert table.loc["Waterbirds", "P3"] == "× disagrees"
     assert table.loc["CIFAR-10 borders", ["agrees", "disagrees", "undecided"]].tolist() == [1, 1, 0]
-    assert table.loc["modular arithmetic", "P1"] == "✓ | not run"  # a row without a cell counts nowhere
+    assert table.loc["modular arithmetic", "P1"] == "✓ not run"  # a row without a cell counts nowhere
     assert pred.spec("P1", "CelebA", prefix="C-").id == "C-P1" and pred.spec("P1", "CelebA").cell == "CelebA/P1"
     reasons = pd.DataFrame({"verdict": [v.NOT_TESTABLE, v.NOT_TESTABLE], "cell": ["CelebA/P6", "CelebA/P4"],
                             "untested": [v.NO_EVIDENCE, v.NOT_AT_THIS_SCALE]})
-    assert pred.table3(reasons).loc["CelebA", "P6"] == "× | not testable: no evidence"
-    assert pred.table3(reasons).loc["CelebA", "P4"] == "✓ | not testable: not at this scale"
+    assert pred.table3(reasons).loc["CelebA", "P6"] == "× untested (no evidence)"
+    assert pred.table3(reasons).loc["CelebA", "P4"] == "✓ untested (scale)"
     assert pred.spec("P1", "toy (XOR, ours)").cell == ""
 
 

@@ -565,7 +565,7 @@ def _ci(e: Estimate, decimals: int | None = None) -> str:
 TABLE2_ROWS = {"T_mem": ("T_mem", None), "T_grok": ("T_grok", None), "delay": ("delay T_grok − T_mem", None),
                "V_mem": ("V_mem", None), "V_post": ("V_post", None), "r_fit": ("ρ of V_t = Aρᵗ + C", 5),
                "c_fit": ("c = γ_fit/(ηλ)", 2), "fit_r2": ("R² of that fit", 4),
-               "T_pred_decay": ("T_esc^th = log(V_mem/V_post)/(2ηλ)", None), "delay_ratio": ("delay / T_esc^th", 2)}
+               "T_pred_decay": ("T_esc^th = log(V_mem / V_post) / (2ηλ)", None), "delay_ratio": ("delay / T_esc^th", 2)}
 
 
 def _with_ratio(summary: pd.DataFrame) -> pd.DataFrame:
@@ -701,7 +701,7 @@ REGIMES_PAPER = ("I: λ ≤ 0.01 (0/10 grok in 15,000 steps); II: 0.1 ≤ λ ≤
 CONTRACTION_RULE = _agrees("the per-seed c = γ_fit/(ηλ) of ‖θ‖² fitted from T_mem on, at λ = 1", NSDL_TABLE2.c_fit)
 CONTRACTION_PAPER = _paper_text("ρ = 0.99860 ± 0.00007, γ_fit = 0.00141 ± 0.00007, c ≈ 1.41 (λ = 1); 2 for pure "
                                 "decoupled decay", NSDL_TABLE2.c_fit)
-DELAY_RULE = _agrees("the per-seed ratio of the measured delay T_grok − T_mem to T_esc^th = log(V_mem/V_post)/(2ηλ) "
+DELAY_RULE = _agrees("the per-seed ratio of the measured delay T_grok − T_mem to T_esc^th = log(V_mem / V_post) / (2ηλ) "
                      "at λ = 1", NSDL_TABLE2.delay_ratio)
 DELAY_PAPER = _paper_text("delay 1,000 ± 186 against T_esc^th = 1,251 ± 101 at λ = 1 (ratio 0.80)",
                           NSDL_TABLE2.delay_ratio)
@@ -967,7 +967,7 @@ CLAIMS: tuple[Claim, ...] = (
           note=lambda a: "T = T_grok, over the grokked runs", where="§2.2, {ref}`Fig. 2.3 <fig-2-3>`",
           test="R² of the fit per seed"),
     Claim(ClaimSpec("D1", "On the book's stand-in the delay law holds with NSDL's constant — measured delay against "
-                          "log(V_mem/V_post)/(2ηλ) at λ = 1", DELAY_PAPER, "book", DELAY_RULE),
+                          "log(V_mem / V_post) / (2ηλ) at λ = 1", DELAY_PAPER, "book", DELAY_RULE),
           lambda a: _at_one(_with_ratio(a.stand_in), "delay_ratio"),
           note=lambda a: STAND_IN_CONSTANT.format(test="N-D1"), where="§2.3, {ref}`Fig. 2.4 <fig-2-4>`",
           test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
@@ -1009,7 +1009,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(N_P6_SPEC, _n_p6, note=_n_p6_note, ours=_not_run(_n_p6_note),
           where="§2.6", test="R² of the fit per seed (3 λ's at least: paper scale)"),
     Claim(ClaimSpec("N-D1", "At NSDL's settings the delay law with NSDL's constant — measured delay against "
-                            "log(V_mem/V_post)/(2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
+                            "log(V_mem / V_post) / (2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
           lambda a: _at_one(_with_ratio(a.nsdl_grid), "delay_ratio"), where="§2.6, Table 2.5",
           test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
     Claim(ClaimSpec("N-P4", "At NSDL's settings the head escapes before the hidden layers, read from T_mem on (NHT "

@@ -312,8 +312,8 @@ def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", see
 
 
 AGREES, DISAGREES, UNDECIDED = "agrees", "disagrees", "undecided"  # our verdict against the paper's mark
-UNTESTED_SHORT = {verdicts.NO_EVIDENCE: "no evidence", verdicts.NOT_AT_THIS_SCALE: "not at this scale",
-                  verdicts.NOT_IN_CONSTRUCTION: "not in the construction"}  # a Table 3 cell's short reason
+UNTESTED_SHORT = {verdicts.NO_EVIDENCE: "no evidence", verdicts.NOT_AT_THIS_SCALE: "scale",
+                  verdicts.NOT_IN_CONSTRUCTION: "construction"}  # a Table 3 cell's short reason
 
 
 def agreement(verdict: str) -> str:
@@ -326,21 +326,21 @@ def agreement(verdict: str) -> str:
 
 def table3(claims: pd.DataFrame) -> pd.DataFrame:
     """NHT Table 3, the paper's marks beside ours: one row per domain, for each prediction the paper's mark and
-    whether our verdict agrees with it ("✓ | agrees", "× | disagrees", "✓ | undecided", "× | not testable: no
-    evidence", "✓ | not testable: not at this scale", "✓ | not run"). claims: the Scoreboard's table; each cell is read from the one claim whose `cell` column names
+    whether our verdict agrees with it ("✓ agrees", "× disagrees", "✓ undecided", "× untested (no evidence)",
+    "✓ untested (scale)": not testable here, not run at this scale; "✓ not run": no claim recorded). claims: the Scoreboard's table; each cell is read from the one claim whose `cell` column names
     it ("CelebA/P3"; the book declares at most one per cell, so no mark is counted twice). Columns agrees /
     disagrees / undecided count the domain's cells."""
     cells = claims.get("cell", pd.Series("", index=claims.index)).fillna("")
     untested = claims.get("untested", pd.Series("", index=claims.index)).fillna("")
-    by_cell = {cell: (v if v != verdicts.NOT_TESTABLE or not why else f"not testable: {UNTESTED_SHORT.get(why, why)}")
+    by_cell = {cell: (v if v != verdicts.NOT_TESTABLE else f"untested ({UNTESTED_SHORT.get(why, why or '?')})")
                for cell, v, why in zip(cells, claims.verdict, untested)}
     rows = []
     for domain, marks in TABLE3.items():
         row = {"domain": domain}
         for pid in PREDICTIONS:
             verdict = by_cell.get(f"{domain}/{pid}")
-            row[pid] = f"{marks[pid]} | {agreement(verdict) if verdict else 'not run'}"
+            row[pid] = f"{marks[pid]} {agreement(verdict) if verdict else 'not run'}"
         for word in (AGREES, DISAGREES, UNDECIDED):
-            row[word] = sum(row[pid].endswith(f"| {word}") for pid in PREDICTIONS)
+            row[word] = sum(row[pid].endswith(f" {word}") for pid in PREDICTIONS)
         rows.append(row)
     return pd.DataFrame(rows).set_index("domain")
