@@ -100,11 +100,22 @@ def test_box_markdown_counts_runs_and_offers_the_notebook():
               "runs_trained": 12, "wall_time_s": 61.2, "train_time_s": 50.0, "finished_at": "2026-12-01T18:00"}
     box = provenance.box_markdown(record, pd.DataFrame({"id": ["P1"], "verdict": ["partly"], "statement": ["a | b"]}),
                                   download="01_a.ipynb")
-    assert box.startswith(":::{admonition} How this page was made") and box.endswith(":::")
+    assert box.startswith(":::{dropdown} How this page was made: scale cpu, 30 runs · 1 partly") and box.endswith(":::")
+    assert ":class-container: nht-provenance" in box  # folded under the abstract, one tap away
     assert "**seeds** 0–2 (3)" in box and "**runs** 30 (12 trained for this page, 18 from the cache)" in box
     assert "`0123456789+dirty`" in box and "**wall time** 61 s (training 50 s)" in box
     assert "{download}`download this notebook <01_a.ipynb>`" in box
     assert "-p scale paper -p data_root /path/to/data" in box
+    # the README's interpreter, the device the page was made on, and a data root only where a chapter reads data
+    assert "re-run it: `.venv/bin/python -m nhtlib run 01_a -p scale cpu -p device cpu`" in box
+    toy = provenance.rerun_command("01_toy_norm_hierarchy", "paper", data_root="/d", reads_data=False)
+    assert toy == ".venv/bin/python -m nhtlib run 01_toy_norm_hierarchy -p scale paper"
+    assert provenance.rerun_command("03_border_cifar", "paper", data_root="/d").endswith("-p data_root /d")
+    from nhtlib.cli.runner import _reads_data
+
+    assert not _reads_data("01_toy_norm_hierarchy") and not _reads_data("02_grokking")
+    assert _reads_data("03_border_cifar") and _reads_data("05_dlr_batchnorm") and _reads_data("06_synthesis")
+    assert "-p device" not in provenance.rerun_command("03_border_cifar", "cpu", device="cuda (H200)")
     assert "| P1 | **partly** | a \\| b |" in box  # a statement's "|" does not break the table
 
 

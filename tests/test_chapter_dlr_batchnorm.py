@@ -242,9 +242,9 @@ def eigen_table(rich_k, lazy_k, seeds=3, kept=50):
 
 def test_e1_needs_about_c_rich_directions():
     row = verdict(eigen_table(rich_k=7, lazy_k=25), "E1")  # rich k(Π̂ ≥ 0.9) = 7 for C = 10
-    assert row.verdict == REPRODUCED and "about C: 0.70" in row.ours
+    assert row.verdict == REPRODUCED and "about C: all 3 seeds: 0.70" in row.ours
     wide = verdict(eigen_table(rich_k=40, lazy_k=60), "E1")  # lazy > rich, yet rich uses 36 ≫ 2 C directions
-    assert wide.verdict == PARTLY and "about C: 3.60" in wide.ours
+    assert wide.verdict == PARTLY and "about C: all 3 seeds: 3.60" in wide.ours
 
 
 def test_untested_claims_say_what_would_test_them():

@@ -70,14 +70,14 @@ def test_judge_on_a_known_summary():
         "P4": INCONCLUSIVE, "P5": INCONCLUSIVE, "TH34": NOT_TESTABLE}
     assert all(r.n == len(SEEDS) for r in rows if r.id not in ("P4", "TH34"))
     assert got["P4"].n == 27  # runs as the unit: 3 seeds x 3 α x 3 intermediate λ
-    assert got["P1"].ours == "−1.00 [−1.00, −1.00], n = 3 seeds"
-    assert got["T2"].ours.startswith("R²: 1.00 [1.00, 1.00], n = 3 seeds (reproduced); "
-                                     "slope: 0.40 [0.40, 0.40], n = 3 seeds (not reproduced); slope at fixed λ: ")
-    assert got["P6"].ours == "1.00 [1.00, 1.00], n = 3 seeds"
+    assert got["P1"].ours == "all 3 seeds: −1.00"
+    assert got["T2"].ours.startswith("R²: all 3 seeds: 1.00 (reproduced); "
+                                     "slope: all 3 seeds: 0.40 (not reproduced); slope at fixed λ: ")
+    assert got["P6"].ours == "all 3 seeds: 1.00"
     assert got["C1"].ours == "1.95 [1.83, 2.08], n = 3 seeds"  # inside [1, 2.2]: NSDL's 1.41 is not required
     assert got["P4"].ours.startswith("0.33 [") and got["P4"].low < 0.5 < got["P4"].high  # 9 of 27 runs
     assert got["P5"].ours == ("S: 0.75 [0.63, 0.87], n = 3 seeds (inconclusive); "
-                              "sharpness: 0.20 [0.20, 0.20], n = 3 seeds (reproduced)")
+                              "sharpness: all 3 seeds: 0.20 (reproduced)")
     assert np.isclose(got["C1"].low, 1.8287931144124832)
     assert "construction check" in got["P4"].statement.lower() and "input layer" in got["P4"].note
 
@@ -115,7 +115,7 @@ def test_p2_is_not_broken_by_another_alpha_but_by_the_middle_one():
     # at the middle α, λ = 0.3 strong between intermediate λ's in every seed: out of order
     table.loc[(table.alpha == 100.0) & (table.lam == 0.3), "regime"] = "strong"
     row = toy.CHAPTER.claim("P2").judge(table)
-    assert row.verdict == PARTLY and "in order: 0.00" in row.ours
+    assert row.verdict == PARTLY and "in order: all 3 seeds: 0.00" in row.ours
 
 
 def test_p2_order_is_not_read_on_seeds_without_all_three_regimes():
@@ -154,7 +154,7 @@ def test_t2_needs_the_log_ratio_not_only_one_over_lambda():
     # 1/λ alone, with a slope of delay on T_pred inside [0.5, 2] across the grid: the fixed-λ part fails
     only_lambda = _delay_table(lambda t, lam, seed: (0.9 + 0.01 * seed) * np.log(100.0 ** 2) / (2e-3 * lam))
     row = toy.CHAPTER.claim("T2").judge(only_lambda)
-    assert row.verdict == PARTLY and "slope at fixed λ: 0.00" in row.ours
+    assert row.verdict == PARTLY and "slope at fixed λ: all 3 seeds: 0.00" in row.ours
 
 
 # --------------------------------------------------------------------------------- P4: a construction check

@@ -90,7 +90,7 @@ def test_constant_statistic_is_an_exact_decided_interval():
     assert AtLeast("ρ", 0.5).judge(e) == NOT_REPRODUCED
     assert Within("ρ", -1.05, -0.9).judge(e) == REPRODUCED
     assert Equivalent("gain", 0.03, CONTROL).judge(interval([0.0] * 3), est(ALIVE)) == REPRODUCED
-    assert e.text() == "−1.00 [−1.00, −1.00], n = 3 seeds"
+    assert e.text() == "all 3 seeds: −1.00"
 
 
 def test_nans_are_dropped_from_n():
@@ -357,7 +357,7 @@ def test_equivalent_row_is_a_null_row_that_names_the_control():
     assert row.verdict == REPRODUCED and row.null is True
     assert "positive control" in row.note and est(ALIVE).text() in row.note
     dead = spec.judge(est(NULL_EFFECT), control=est(DEAD))
-    assert dead.verdict == INCONCLUSIVE and dead.null is True and "positive control FAILED: 0.00" in dead.note
+    assert dead.verdict == INCONCLUSIVE and dead.null is True and "positive control FAILED: all 3 seeds: 0.00" in dead.note
     missing = spec.judge(est(NULL_EFFECT))
     assert missing.verdict == INCONCLUSIVE and "no positive control measured" in missing.note
     assert spec.judge(est(NULL_EFFECT)).verdict == INCONCLUSIVE  # control missing

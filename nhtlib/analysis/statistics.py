@@ -50,12 +50,15 @@ class Estimate:
         return self.high - self.low
 
     def text(self, digits: int = 2) -> str:
-        """e.g. "−0.97 [−1.00, −0.91], n = 3 seeds" (the form every claims row shows)."""
+        """e.g. "−0.97 [−1.00, −0.91], n = 3 seeds" (the form every claims row shows); a statistic every unit gave
+        alike reads "all 3 seeds: −1.00" (its interval is that one value)."""
         units = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit  # "1 seed", "3 seeds"
         if not math.isfinite(self.value):
             return f"no value (n = {self.n} {units})"
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
             return f"{_num(self.value, digits)} (no interval), n = {self.n} {units}"
+        if self.method == "exact":
+            return f"all {self.n} {units}: {_num(self.value, digits)}"
         return f"{_num(self.value, digits)} [{_num(self.low, digits)}, {_num(self.high, digits)}], n = {self.n} {units}"
 
     def __str__(self) -> str:

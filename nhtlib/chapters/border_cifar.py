@@ -2,7 +2,7 @@
 the ρ sweep at λ = 0.1 (Experiment B), the layer-wise norms (Experiment C, on A's runs), the phase diagram, the
 architecture ablation and the clean norm separation S.
 
-What the notebook uses: `PRESETS` (one `BorderPreset` per scale), `task` / `example_rows` (the data and Fig. 3.1),
+What the notebook uses: `PRESETS` (one `BorderPreset` per scale), `task` / `example_rows` (the data and Fig. 3.2),
 `sweeps` (every sweep, as the compute planner reads them), `run` (train or read back every experiment: a `BorderRuns` of run tables and per-run summaries), the tables and
 views its figures show (`table_a`, `table_b`, `rho_curves`, `layer_focus`, `layer_view`, `layer_table`, `phase`,
 `clean_map`, `ablation_view`, `ablation_table`, `transition_table`, `inverse_lambda_fit`, `separation_scores`,
@@ -177,7 +177,7 @@ def decay_budget(preset: BorderPreset) -> float:
 
 
 def example_rows(example) -> dict:
-    """Fig. 3.1: one test image per class from each of the three test sets, back on the [0, 1] scale."""
+    """Fig. 3.2: one test image per class from each of the three test sets, back on the [0, 1] scale."""
     rows = {}
     for name in ("coloured", "clean", "shortcut"):
         split = example.splits[name]
@@ -417,7 +417,7 @@ def transition_table(runs: BorderRuns):
 
 
 def paper_fig1() -> dict:
-    """Fig. 3.2's paper values: {"clean_acc": {λ: the paper's final clean accuracy (epoch 200, Fig. 1 digitised)}}."""
+    """Fig. 3.1's paper values: {"clean_acc": {λ: the paper's final clean accuracy (epoch 200, Fig. 1 digitised)}}."""
     return {"clean_acc": (PAPER_FIG1["paper clean %"] / 100).to_dict()}
 
 
@@ -721,7 +721,7 @@ _CLAIMS = (
           where="§3.2, Table 3.1", test="Spearman ρ(λ, final ‖θ‖²)"),
     Claim(predictions.spec("P2", DOMAIN),  # = Table 2 #1, three-regime structure
           lambda r: predictions.regime_order(r.sum_a), note=lambda r: predictions.grid_note(r.sum_a),
-          where="§3.2, {ref}`Fig. 3.2 <fig-3-2>`", test="all three occur, in order of λ"),
+          where="§3.2, {ref}`Fig. 3.1 <fig-3-1>`", test="all three occur, in order of λ"),
     Claim(ClaimSpec(
         "T2-2", "Norm peak-then-decay for λ ≥ 0.05 (Table 2 #2)",
         "✓ \"λ ≥ 0.05, up to 64% decay\" [paper, Table 2]; decay 5.0–64 % at λ = 0.05–1.0 [digitised, Fig. 1]",
@@ -898,4 +898,5 @@ _UNTESTED = (
 # ------------------------------------------------------------------------------------------------------ chapter
 
 CHAPTER = Chapter(NAME, "3. CIFAR-10 with coloured borders", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps,
+                  data=("cifar10",),
                   claims=_CLAIMS + _UNTESTED)

@@ -3,7 +3,7 @@ Blond_Hair) and the λ sweep on Waterbirds (the real data set, or a stand-in bui
 every domain and NHT's whole Table 3 are chapter 6's (`nhtlib.chapters.synthesis`), which reads what this chapter records.
 
 What the notebook uses: `PRESETS` (one `ChapterPreset` per scale), `domains` (the two data sets: tasks, built data,
-their names in NHT's Table 3 and in the S spectrum), `group_counts` / `example_rows` (Fig. 4.1), `run` (train or read
+their names in NHT's Table 3 and in the S spectrum), `group_counts` / `example_rows` (Figs. 4.2a–b), `run` (train or read
 back both sweeps: a `ChapterRuns` of run tables and per-run summaries), `record_separation` (this chapter's S_traj
 for chapter 6's S spectrum), the tables and views its figures show (`domain_table`, `numbers`), `analyse` (what the
 claims read) and `CHAPTER.claims` (the claims, `CLAIMS`, judged per seed with 95 % intervals).
@@ -232,7 +232,7 @@ def domains(preset: ChapterPreset, params: ChapterParams, *, waterbirds_source: 
 
 
 def group_counts(domain: Domain):
-    """Fig. 4.1's table (for people): one row per group (y, a, with what they mean), its images and share of the
+    """Figs. 4.2a–b's table (for people): one row per group (y, a, with what they mean), its images and share of the
     images in the training and the test split."""
     meta = domain.data.meta
     parts = []
@@ -248,7 +248,7 @@ def group_counts(domain: Domain):
 
 
 def example_rows(domain: Domain, per_group: int = 6) -> dict:
-    """Fig. 4.1: a row of test images per group (inputs standardised to mean 0.5, sd 0.5 per channel; shown back in
+    """Figs. 4.2a–b: a row of test images per group (inputs standardised to mean 0.5, sd 0.5 per channel; shown back in
     [0, 1]), labelled with the group and what y and a mean."""
     rows = {}
     for name, split in domain.data.splits.items():
@@ -372,7 +372,7 @@ def record_separation(runs: ChapterRuns, scale: str) -> list[Path]:
 # ------------------------------------------------------------------------------------------ tables and views
 
 def domain_table(dr: DomainRuns) -> pd.DataFrame:
-    """Tables 4.2 / 4.3: one row per λ — λΣη, seeds, the regime table of chapter 3 (`vision.regime_table`), the
+    """Tables 4.1 / 4.2: one row per λ — λΣη, seeds, the regime table of chapter 3 (`vision.regime_table`), the
     worst-group, average and mean-over-groups accuracies (%), the spurious reliance and the final head / conv1 norm
     ratio (means over seeds), then the paper's values where it gives them."""
     s = dr.summary
@@ -416,7 +416,7 @@ def domain_tables(dr: DomainRuns):
 
 
 def paper_trajectories(dr: DomainRuns) -> dict[str, dict[float, float]]:
-    """Fig. 4.2's paper values: {run-table column: {λ: the paper's final value}} — CelebA's final ‖θ‖², worst-group
+    """Fig. 4.1's paper values: {run-table column: {λ: the paper's final value}} — CelebA's final ‖θ‖², worst-group
     and average accuracy (NHT §5.10, epoch 100); none for Waterbirds, where the paper quotes no such number."""
     if dr.domain.table3 != CELEBA:
         return {}
@@ -717,7 +717,7 @@ def _p6(s: pd.DataFrame) -> Estimate:
 
 
 P6_NOTE = "R² of T_head_peak = a/λ + b per seed, measured for information only"
-C42, W43 = "§4.2, {ref}`Fig. 4.2 <fig-4-2>`", "§4.3, {ref}`Fig. 4.4 <fig-4-4>`"  # where the claims are shown
+C42, W43 = "§4.2, {ref}`Fig. 4.1 <fig-4-1>`", "§4.3, {ref}`Fig. 4.3 <fig-4-3>`"  # where the claims are shown
 RUNS_UNIT = "runs as the unit, clustered by seed"
 C_P4_RULE = AtLeast(f"the share of intermediate runs with the head first (peaks no later, contracts more; {RUNS_UNIT})",
                     predictions.P4_MIN_SHARE)
@@ -840,4 +840,5 @@ def numbers(runs: ChapterRuns) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps, claims=CLAIMS)
+CHAPTER = Chapter(NAME, "4. CelebA and Waterbirds", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps, claims=CLAIMS,
+                  data=("celeba", "cub"))

@@ -471,7 +471,7 @@ def grok_points(grok: pd.DataFrame) -> pd.DataFrame:
 
 
 def grok_table(grok: pd.DataFrame):
-    """Table 5.2 (for people): `grok_points` with one column per seed and one row per quantity."""
+    """Table 5.3 (for people): `grok_points` with one column per seed and one row per quantity."""
     points = grok_points(grok)
     rows = {"T_mem (steps)": ("T_mem", ",.0f"), "D_LR at T_mem": ("dlr_mem", ".3f"),
             "test accuracy at T_mem": ("test_mem", ".3f"), "T_grok (steps)": ("T_grok", ",.0f"),
@@ -533,7 +533,7 @@ def spectra(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def eigen_table(spectra_table: pd.DataFrame):
-    """Table 5.6 (for people): `eigen_summary`, per training and seed."""
+    """Table 5.7 (for people): `eigen_summary`, per training and seed."""
     return tables.for_people(eigen_summary(spectra_table), formats={"k where Π̂ ≥ 0.9": ",.0f",
                                                                       "participation ratio of ρ": ".2f",
                                                                       "Π*(9)": ".2f"})
@@ -881,7 +881,8 @@ UNTESTED_CLAIMS = (  # "Paper claims the book does not test" (shared/reviews/ver
 
 # ------------------------------------------------------------------------------------------------------ chapter
 
-CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps, claims=(
+CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY, presets=PRESETS, sweeps_of=sweeps,
+                  data=("mnist", "cifar10"), claims=(
     Claim(ClaimSpec(
         "R1", "On Shortcut MNIST (ours) rich training (all layers) is richer (lower D_LR) yet generalises worse "
               "than last-layer-only training — the book's stand-in for the paper's Fig. 1",

@@ -284,7 +284,7 @@ def parameter_count(model: str, p: int) -> int:
 
 
 def scale_table(presets: dict[str, GrokPreset] | None = None):
-    """Table 2.0 (for people): what runs at each scale, read from the presets: one column per scale, the stand-in's
+    """Table 2.1 (for people): what runs at each scale, read from the presets: one column per scale, the stand-in's
     rows then NSDL's."""
     presets = presets or PRESETS
     cols = {}
@@ -469,7 +469,7 @@ def one_run_view(runs: GrokRuns) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, 
 
 
 def table3(summary: pd.DataFrame):
-    """Table 2.1 / 2.6 (for people), in two parts: (ours in NSDL Table 3's shape — `grokking.regime_table`: regime
+    """Table 2.2 / 2.7 (for people), in two parts: (ours in NSDL Table 3's shape — `grokking.regime_table`: regime
     across seeds, grokked and memorised seeds, mean T_mem, T_grok mean ± sd, V_mem, V_post, their log ratio and T̃;
     NSDL's printed row for the same λ's)."""
     ours = grokking.regime_table(summary)
@@ -484,7 +484,7 @@ def table3(summary: pd.DataFrame):
 
 
 def contraction_table(summary: pd.DataFrame):
-    """Table 2.2 (for people): per λ, the median c = γ_fit/(ηλ) of ‖θ‖² from T_mem on over the grokked seeds, their
+    """Table 2.3 (for people): per λ, the median c = γ_fit/(ηλ) of ‖θ‖² from T_mem on over the grokked seeds, their
     number, and NSDL's c of the same λ (the mean over its λ sweep's 10 seeds) where it has one."""
     grokked = summary[summary.grokked]
     out = grokked.groupby("lam").c_fit.agg(["median", "count"]).rename(
@@ -513,7 +513,7 @@ def inverse_lambda_fit(summary: pd.DataFrame) -> tuple[pd.DataFrame, delay_law.L
 
 
 def layer_table(summary: pd.DataFrame):
-    """Table 2.3 (for people): per λ and parameter group, the grokked runs' peak step, contraction step and decay %
+    """Table 2.4 (for people): per λ and parameter group, the grokked runs' peak step, contraction step and decay %
     from the peak (medians over seeds)."""
     quantities = ("peak_step", "contraction_step", "decay_pct")
     rows = []
@@ -534,7 +534,7 @@ def layer_view(table: pd.DataFrame, lam: float = LAM_ONE) -> pd.DataFrame:
 
 
 def optimiser_table(runs: GrokRuns):
-    """Table 2.4 (for people): per optimiser, memorised and grokked k/n, mean T_grok, final train accuracy and final
+    """Table 2.5 (for people): per optimiser, memorised and grokked k/n, mean T_grok, final train accuracy and final
     ‖θ‖²."""
     by = runs.sgd_summary.groupby("optimiser")
     share = lambda s: f"{int(s.sum())}/{len(s)}"  # noqa: E731
@@ -573,7 +573,7 @@ def _with_ratio(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def table2(runs: GrokRuns, preset: GrokPreset):
-    """Table 2.5 (for people): NSDL Table 2's quantities at λ = 1: ours read on NSDL's grid and on our finer grid
+    """Table 2.6 (for people): NSDL Table 2's quantities at λ = 1: ours read on NSDL's grid and on our finer grid
     (mean [95 % CI], n seeds), beside NSDL's 10 released seeds (same interval)."""
     paper = NSDL_TABLE2.rename(columns={"rho": "r_fit"}).assign(fit_r2=np.nan)
     mine = {name: _with_ratio(frame[frame.lam == LAM_ONE]) for name, frame in
@@ -960,7 +960,7 @@ CLAIMS: tuple[Claim, ...] = (
           where="§2.2", test="Spearman ρ(λ, final ‖θ‖²)"),
     Claim(ClaimSpec("R1", "On the book's stand-in the λ's that grok are NSDL's regime II (0.1 ≤ λ ≤ 1)",
                     REGIMES_PAPER, "book", REGIMES_RULE), lambda a: _regimes_as_nsdl(a.stand_in),
-          note=lambda a: predictions.grid_note(a.stand_in), where="§2.2, Table 2.1",
+          note=lambda a: predictions.grid_note(a.stand_in), where="§2.2, Table 2.2",
           test="share of λ's that grok where NSDL's do"),
     Claim(predictions.spec("P6", DOMAIN),
           lambda a: predictions.inverse_lambda_r2(a.stand_in[a.stand_in.regime == REGIME_OF["II"]], "T_grok"),
@@ -973,7 +973,7 @@ CLAIMS: tuple[Claim, ...] = (
           test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
     Claim(ClaimSpec("C1", "On the book's stand-in ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)",
                     CONTRACTION_PAPER, "book", CONTRACTION_RULE), lambda a: _at_one(a.stand_in, "c_fit"),
-          note=lambda a: STAND_IN_CONSTANT.format(test="N-C1"), where="§2.3, Table 2.2",
+          note=lambda a: STAND_IN_CONSTANT.format(test="N-C1"), where="§2.3, Table 2.3",
           test=f"$c=\\gamma_{{\\rm fit}}/(\\eta\\lambda)$ at λ = 1, {NSDL_INTERVALS}"),
     Claim(P4_SPEC, lambda a: None, where="§2.4", test="none: NHT gives no per-layer evidence on this domain"),
     Claim(ClaimSpec(
@@ -981,21 +981,21 @@ CLAIMS: tuple[Claim, ...] = (
         "SGD (w = 2λ and w = λ) 0/5 memorised, 0/5 grokked, V_final ≈ 10⁻⁴; AdamW 5/5 grokked, T_grok = 1760 ± 150 "
         "(λ = 1, η = 1e-3) [companion, Table 7]", "book", O1_RULE),
           _o1, control=_o1_control, note=_o1_note,
-          where="§2.5, {ref}`Fig. 2.6 <fig-2-6>`, Table 2.4", test="shares of runs; SGD w = 0 as the control"),
+          where="§2.5, {ref}`Fig. 2.6 <fig-2-6>`, Table 2.5", test="shares of runs; SGD w = 0 as the control"),
     Claim(_table2_claim("N-TM", "T_mem", "T_mem", "T_mem = 800 in 9 of 10 seeds, 1,200 in seed 49 (mean 840)"),
-          **_table2("T_mem", TM_GRID_NOTE), where="§2.6, Table 2.5", test=NSDL_INTERVALS),
+          **_table2("T_mem", TM_GRID_NOTE), where="§2.6, Table 2.6", test=NSDL_INTERVALS),
     Claim(_table2_claim("N-TG", "T_grok", "T_grok", "T_grok = 1840 ± 215"), **_table2("T_grok"),
-          where="§2.6, Table 2.5", test=NSDL_INTERVALS),
+          where="§2.6, Table 2.6", test=NSDL_INTERVALS),
     Claim(_table2_claim("N-VM", "V_mem", "V_mem", "V_mem ≈ 3,900 (seed 49: 2,256; mean 3,716)"), **_table2("V_mem"),
-          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.5", test=NSDL_INTERVALS),
+          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.6", test=NSDL_INTERVALS),
     Claim(_table2_claim("N-VP", "V_post", "V_post", "V_post ≈ 300 (mean 302, range 254–345)"), **_table2("V_post"),
-          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.5", test=NSDL_INTERVALS),
+          where="§2.6, {ref}`Fig. 2.7 <fig-2-7>`, Table 2.6", test=NSDL_INTERVALS),
     Claim(ClaimSpec("N-C1", "At NSDL's settings ‖θ‖² contracts after T_mem at c·ηλ with NSDL's c (λ = 1)",
                     CONTRACTION_PAPER, "NSDL", CONTRACTION_RULE), lambda a: _at_one(a.nsdl_grid, "c_fit"),
-          where="§2.6, Table 2.5", test=f"$c$ at λ = 1, {NSDL_INTERVALS}"),
+          where="§2.6, Table 2.6", test=f"$c$ at λ = 1, {NSDL_INTERVALS}"),
     Claim(ClaimSpec("N-R1", "At NSDL's settings the λ's that grok are NSDL's regime II", REGIMES_PAPER, "NSDL",
                     REGIMES_RULE), lambda a: _regimes_as_nsdl(a.nsdl), note=lambda a: predictions.grid_note(a.nsdl),
-          where="§2.6, Table 2.6", test="share of λ's that grok where NSDL's do"),
+          where="§2.6, Table 2.7", test="share of λ's that grok where NSDL's do"),
     # N-F1: the slope of T_grok = a/λ + b over the λ's the preset runs (3 at least), against NSDL's over the same λ's
     PresetClaim(ClaimSpec("N-F1", "At NSDL's settings T_grok = a/λ + b with NSDL's slope a (over NSDL's regime-II "
                                   "λ's run at the scale)",
@@ -1010,7 +1010,7 @@ CLAIMS: tuple[Claim, ...] = (
           where="§2.6", test="R² of the fit per seed (3 λ's at least: paper scale)"),
     Claim(ClaimSpec("N-D1", "At NSDL's settings the delay law with NSDL's constant — measured delay against "
                             "log(V_mem / V_post) / (2ηλ) at λ = 1", DELAY_PAPER, "NSDL", DELAY_RULE),
-          lambda a: _at_one(_with_ratio(a.nsdl_grid), "delay_ratio"), where="§2.6, Table 2.5",
+          lambda a: _at_one(_with_ratio(a.nsdl_grid), "delay_ratio"), where="§2.6, Table 2.6",
           test=f"delay / $T^{{\\rm th}}_{{\\rm esc}}$ at λ = 1, {NSDL_INTERVALS}"),
     Claim(ClaimSpec("N-P4", "At NSDL's settings the head escapes before the hidden layers, read from T_mem on (NHT "
                             "Prop. 4.2's order, on the book's per-layer log)",
@@ -1037,7 +1037,7 @@ CLAIMS: tuple[Claim, ...] = (
                     AtMost("the per-seed largest T̃ over the smallest across the grokked runs at NSDL's regime-II λ's",
                            T_TILDE_MAX_SPREAD)),
           _n_tt, note=lambda a: f"Read on our {a.preset.nsdl.log_every}-step grid. {predictions.grid_note(a.nsdl)}",
-          where="§2.6, Table 2.6", test="largest / smallest T̃ per seed"),
+          where="§2.6, Table 2.7", test="largest / smallest T̃ per seed"),
     Claim(ClaimSpec("N-T6", "At NSDL's settings T_grok(0.1)/T_grok(1) is NSDL's 6",
                     "T_grok(0.1)/T_grok(1) = 6, not 10 (12,700 / 2,100), attributed to V_mem shrinking with λ "
                     "[companion]", "NSDL",

@@ -667,25 +667,42 @@ def transition_figure(domains: dict[str, DomainTrajectories], width: float = 7.6
     return fig
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P")  # one marker shape per domain in Fig. 6.2 (the colour repeats it)
+# Fig. 6.2 draws every line this far (share units) above or below the previous one: many shares are exactly 0 or 1,
+# and lines that coincide there would hide one another; the caption says so
+LINE_OFFSET = 0.01
+
+
 def forecast_figure(evaluation: pd.DataFrame, width: float = 7.6):
     """Fig. 6.2: per domain the share of held-out runs still pending forecast within ±25 % of T against the
-    fraction of the training budget observed, the forecaster (solid) and the 1/λ baseline (dashed)."""
+    fraction of the training budget observed, the forecaster (solid, filled markers) and the 1/λ baseline (dashed,
+    hollow markers); one colour and marker shape per domain, each line offset by `LINE_OFFSET` from the previous
+    one so that coinciding lines (at 0, at 1) stay visible."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     names = list(dict.fromkeys(evaluation.domain)) if len(evaluation) else []
     fig, ax = plt.subplots(figsize=(width, 3.4), constrained_layout=True)
+    n_lines = len(names) * len(forecast.METHODS)
+    handles = []
     for i, name in enumerate(names):
         e = evaluation[evaluation.domain == name]
-        for method, style in zip(forecast.METHODS, ("-", "--")):
+        color, marker = f"C{i}", MARKERS[i % len(MARKERS)]
+        for j, (method, style) in enumerate(zip(forecast.METHODS, ("-", "--"))):
             share = e[e.method == method].groupby("fraction").within.mean()
-            ax.plot(share.index, share.to_numpy(), style, color=f"C{i}", marker="o" if style == "-" else None,
-                    markersize=3, label=f"{name}" if style == "-" else None)
+            offset = LINE_OFFSET * (i * len(forecast.METHODS) + j - (n_lines - 1) / 2)
+            ax.plot(share.index, share.to_numpy() + offset, style, color=color, marker=marker,
+                    markersize=4.5 if j == 0 else 6, markerfacecolor=color if j == 0 else "white",
+                    markeredgewidth=1.0, linewidth=1.4)
+        handles.append(Line2D([], [], color=color, marker=marker, markersize=4.5, label=name))
+    handles += [Line2D([], [], color="grey", linestyle=style, marker="o", markersize=4.5 if j == 0 else 6,
+                       markerfacecolor="grey" if j == 0 else "white", label=label)
+                for j, (style, label) in enumerate((("-", "forecaster"), ("--", "1/λ baseline")))]
     ax.set_xlabel("fraction of the training budget observed")
     ax.set_ylabel("share of pending runs within ±25 %")
-    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylim(-0.03 - LINE_OFFSET * n_lines / 2, 1.03 + LINE_OFFSET * n_lines / 2)
     if names:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="solid: forecaster\n"
-                  "dashed: 1/λ baseline", title_fontsize=8, frameon=False)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
 

@@ -168,6 +168,26 @@ def middle_alpha(summary: pd.DataFrame) -> float:
     return alphas[len(alphas) // 2]
 
 
+def predicted_transitions(summary: pd.DataFrame, alpha: float) -> dict[float, float]:
+    """{λ: the delay law's predicted transition step T_fit + T_pred} at output scale `alpha`, the median over the
+    seeds of the intermediate runs of each λ (steps): the theory's prediction Fig. 1.1 draws."""
+    inter = _intermediate(summary)
+    inter = inter[(inter.alpha == alpha) & np.isfinite(inter.T_fit + inter.T_pred)]
+    steps = (inter.T_fit + inter.T_pred).groupby(inter.lam).median()
+    return {float(lam): float(step) for lam, step in steps.items()}
+
+
+def layer_view_lambdas(summary: pd.DataFrame, alpha: float, k: int = 3) -> list[float]:
+    """The λ's Fig. 1.4 draws: at most `k` of the intermediate λ's at output scale `alpha` (any seed
+    intermediate), evenly spread from the smallest to the largest; all of them when there are at most `k`."""
+    inter = _intermediate(summary)
+    lams = sorted(inter[inter.alpha == alpha].lam.unique())
+    if len(lams) <= k:
+        return [float(lam) for lam in lams]
+    picks = np.unique(np.round(np.linspace(0, len(lams) - 1, k)).astype(int))
+    return [float(lams[i]) for i in picks]
+
+
 # ------------------------------------------------------------------------------------------------------ claims
 # Every claim reads the summary `analyse` returns (its second item): `CHAPTER.judge(summary)`.
 

@@ -429,7 +429,8 @@ def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
     claims_csv = folder / "claims.csv"
     claims = pd.read_csv(claims_csv) if claims_csv.exists() else None
     sections = label_sections(executed, record["chapter"])  # the verdicts at a glance link to their sections
-    insert_box(executed, box_markdown(record, claims, download=f"{record['chapter']}.ipynb", sections=sections))
+    insert_box(executed, box_markdown(record, claims, download=f"{record['chapter']}.ipynb", sections=sections,
+                                      reads_data=_reads_data(record["chapter"])))
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -503,3 +504,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _reads_data(chapter: str) -> bool:
+    """Whether `chapter` reads data files (its own, `Chapter.data`, or another chapter's runs); True for a notebook
+    that is not a registered chapter (its re-run command then says where data would go)."""
+    from nhtlib.chapters.registry import CHAPTERS
+
+    found = CHAPTERS.get(chapter)
+    return True if found is None else bool(found.data or found.reads)

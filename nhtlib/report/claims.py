@@ -104,6 +104,12 @@ class Claims:
             raise ConfigError(f"claims {missing} are not recorded in chapter {self.chapter!r}")
         return Markdown(verdict_markdown(*(rows[i] for i in ids)))
 
+    def counts_line(self) -> str:
+        """The recorded verdicts in one line, in `VERDICTS` order, e.g. "5 reproduced · 2 inconclusive · 1 not
+        testable here" (a chapter's abstract glues it)."""
+        verdicts = [c.verdict for c in self._claims]
+        return " · ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts) or "no claims recorded"
+
     def record(self, result: ClaimResult) -> ClaimResult:
         """Record the row of a declared claim (`ClaimSpec.judge`); returns it (for the chapter's own prose). Refuses a
         second row with the same id and a verdict outside `VERDICTS`."""

@@ -72,10 +72,16 @@ def _seed_text(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds)) + f" ({len(seeds)})"
 
 
-def rerun_command(chapter: str, scale: str, *, data_root: str | None = None) -> str:
-    """The command that re-runs `chapter` at `scale` (with the data folder, where the chapter reads one)."""
-    command = f"python -m nhtlib run {chapter} -p scale {scale}"
-    return command + (f" -p data_root {data_root}" if data_root else "")
+def rerun_command(chapter: str, scale: str, *, data_root: str | None = None, device: str | None = None,
+                  reads_data: bool = True) -> str:
+    """The command that re-runs `chapter` at `scale`, as the README installs it (`.venv/bin/python`): with
+    ``-p device cpu`` when the page was made on a CPU (`device`, the record's description, starts with "cpu"; the
+    chapter's own default "auto" would take a GPU where one exists), and the data folder only where the chapter
+    reads one (`reads_data`: `nhtlib.chapters.base.Chapter.data`, given by the runner)."""
+    command = f".venv/bin/python -m nhtlib run {chapter} -p scale {scale}"
+    if device and str(device).startswith("cpu"):
+        command += " -p device cpu"
+    return command + (f" -p data_root {data_root}" if data_root and reads_data else "")
 
 
 def verdict_tally(verdicts: pd.Series, *, bold: bool = False) -> str:
@@ -147,10 +153,11 @@ def verdict_glance(claims: pd.DataFrame | None, sections: dict[str, str] | None 
 
 
 def box_markdown(record: dict[str, Any], claims: pd.DataFrame | None = None, *, download: str | None = None,
-                 sections: dict[str, str] | None = None) -> str:
+                 sections: dict[str, str] | None = None, reads_data: bool = True) -> str:
     """The provenance box of a chapter page (a MyST admonition) from its `run.json` record; `claims` (the chapter's
     claims.csv) adds the verdicts at a glance, linked to their `sections`; `download` the notebook file the
-    download link offers."""
+    download link offers; `reads_data` whether the chapter reads data files (its re-run command names a data
+    folder only then)."""
     commit = str(record.get("git_commit", "unknown"))
     short = commit[:10] + ("+dirty" if commit.endswith("+dirty") else "")
     runs, trained = record.get("runs", 0), record.get("runs_trained", 0)
@@ -165,28 +172,27 @@ def box_markdown(record: dict[str, Any], claims: pd.DataFrame | None = None, *, 
     take = []
     if download:
         take.append(f"{{download}}`download this notebook <{download}>`")
-    take.append(f"re-run it: `{rerun_command(chapter, scale)}`")
+    take.append(f"re-run it: `{rerun_command(chapter, scale, device=record.get('device'))}`")
     if scale != "paper":
-        take.append(f"at the papers' scale: `{rerun_command(chapter, 'paper', data_root='/path/to/data')}`")
+        take.append(f"at the papers' scale: "
+                    f"`{rerun_command(chapter, 'paper', data_root='/path/to/data', reads_data=reads_data)}`")
     body = [" · ".join(facts), "", " · ".join(take)]
     glance = verdict_glance(claims, sections)
     if glance:
         body += ["", glance]
-    return "\n".join([":::{admonition} How this page was made", ":class: note nht-provenance", *body, ":::"])
+    title = f"How this page was made: scale {scale}, {runs:,} runs" + (
+        f" · {verdict_tally(claims.verdict)}" if claims is not None and not claims.empty else "")
+    # a dropdown (sphinx-design), folded: the page opens with its abstract and key figure, the facts one tap away
+    return "\n".join([f":::{{dropdown}} {title}", ":class-container: nht-provenance", *body, ":::"])
 
 
 def insert_box(notebook: str | os.PathLike, markdown: str) -> None:
-    """Put `markdown` as a cell tagged BOX_TAG right under the notebook's title (a first cell that holds more than
-    its ``# title`` line is split after it), replacing an earlier box; the file is rewritten in place."""
+    """Put `markdown` as a cell tagged BOX_TAG right under the notebook's first cell (its title and abstract),
+    replacing an earlier box; the file is rewritten in place."""
     import nbformat
 
     nb = nbformat.read(str(notebook), as_version=4)
     nb.cells = [c for c in nb.cells if BOX_TAG not in c.get("metadata", {}).get("tags", [])]
-    first = nb.cells[0] if nb.cells else None
-    if first is not None and first.cell_type == "markdown" and first.source.startswith("# ") and "\n" in first.source:
-        title, rest = first.source.split("\n", 1)
-        first.source = title
-        nb.cells.insert(1, nbformat.v4.new_markdown_cell(rest.lstrip("\n")))
     cell = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": [BOX_TAG]})
     nb.cells.insert(1 if nb.cells else 0, cell)
     nbformat.write(nb, str(notebook))
