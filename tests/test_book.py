@@ -233,6 +233,24 @@ _PROBE = """
 window.addEventListener("load", function () {
   var ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();
   ready.then(function () {
+    // before any dropdown is opened: where the first figure sits, in screens of this window (issue 23)
+    var sy = window.scrollY, H = 900;  // a screen of the 1,400 x 900 (or 420 x 900) window the reader has
+    var figs = Array.from(document.querySelectorAll("article img")).filter(function (i) {
+      return i.getBoundingClientRect().height > 50; });
+    var firstFigure = figs.length ? (figs[0].getBoundingClientRect().top + sy) / H : null;
+    var captions = Array.from(document.querySelectorAll("article figcaption")).map(function (c) {
+      var fig = c.closest("figure");
+      return {text: c.textContent.trim(), id: fig ? fig.id : "",
+              numbers: c.querySelectorAll(".caption-number").length};
+    });
+    var figRefs = Array.from(document.querySelectorAll("article a[href^='#fig-']")).map(function (a) {
+      return {text: a.textContent.trim(), target: a.getAttribute("href").slice(1)};
+    });
+    document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+    var verdictWords = /^(reproduced|partly|not reproduced|inconclusive|not testable here)$/;
+    var verdictCells = Array.from(document.querySelectorAll("article td")).filter(function (td) {
+      return verdictWords.test(td.textContent.trim()); }).map(function (td) {
+      return td.getBoundingClientRect().right; });
     var skip = "script,style,pre,code,textarea,mjx-container,.highlight";
     var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
     var text = [], node;
@@ -264,6 +282,10 @@ window.addEventListener("load", function () {
         return td.getBoundingClientRect().right;
       }),
       viewport: window.innerWidth,
+      first_figure_screens: firstFigure,
+      captions: captions,
+      fig_refs: figRefs,
+      verdict_cells: verdictCells,
       text: text.join(" ")
     };
     var pre = document.createElement("pre");
@@ -371,6 +393,15 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     phone = _probe(page, browser_profile, width=420)
     assert phone["verdict_right"] and max(phone["verdict_right"]) <= phone["viewport"], \
         f"{name}: at 420 px a verdict lies beyond the screen ({max(phone['verdict_right'] or [0]):.0f} px)"
+    # the page opens like a paper: its key figure within 2 screens (4 on a phone); every verdict of every claims
+    # table inside a phone's screen; one number per caption, the one the text's references use
+    assert report["first_figure_screens"] is not None and report["first_figure_screens"] <= 2, \
+        f"{name}: the first figure appears after {report['first_figure_screens']:.1f} screens at 1,400 px"
+    assert phone["first_figure_screens"] <= 4, \
+        f"{name}: the first figure appears after {phone['first_figure_screens']:.1f} screens on a phone"
+    assert phone["verdict_cells"] and max(phone["verdict_cells"]) <= phone["viewport"] + 1, \
+        f"{name}: on a phone a claims table's verdict lies beyond the screen ({max(phone['verdict_cells']):.0f} px)"
+    _check_figure_numbers(name, report)
     # math, if the chapter has any, is typeset
     if 'class="math' in static_html:
         assert report["mjx"] > 0 and "<mjx-container" in dom, f"{name}: math was not typeset"
@@ -384,6 +415,27 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     with Image.open(shot) as im:
         extrema = im.convert("L").getextrema()
     assert extrema[1] - extrema[0] > 50, f"{name}: the screenshot is uniform {extrema}"
+
+
+CAPTION_NUMBER = re.compile(r"^Fig\. (\d+\.\d+[a-z]?) —")
+
+
+def _check_figure_numbers(name: str, report: dict) -> None:
+    """Every caption carries one number, typed ("Fig. 2.1 — …", no Sphinx "Fig. 5" before it), its figure's name
+    follows it (fig-2-1), and every in-page reference to a figure says that figure's number."""
+    numbers = {}
+    for caption in report["captions"]:
+        match = CAPTION_NUMBER.match(caption["text"])
+        assert caption["numbers"] == 0 and match, f"{name}: caption not numbered once: {caption['text'][:60]!r}"
+        assert len(re.findall(r"\bFig\. \d", caption["text"].split("—")[0])) == 1, caption["text"][:60]
+        numbers[caption["id"]] = match.group(1)
+        if caption["id"].startswith("fig-"):
+            assert caption["id"] == "fig-" + match.group(1).replace(".", "-"), (name, caption["id"], match.group(1))
+    for ref in report["fig_refs"]:
+        if ref["target"] in numbers and ref["text"].startswith("Fig."):
+            said = ref["text"].split()[1].rstrip(",;:)")
+            assert said == numbers[ref["target"]] or said.rstrip("abcdefgh") == numbers[ref["target"]], \
+                f"{name}: the text says {ref['text']!r} for the figure numbered {numbers[ref['target']]}"
 
 
 def _check_layout(name: str, report: dict) -> None:
@@ -415,3 +467,11 @@ def test_browser_scoreboard_page(built_book, browser_profile):
     assert report["tables"] >= 2, "expected the verdict counts and the claims table"
     for name in CHAPTERS:
         assert name in report["text"], f"{name} missing from the rendered scoreboard"
+    # every claim links to an anchor that exists in its chapter's page
+    links = re.findall(r'href="(\.\./notebooks/[^"#]+\.html)#([^"]+)"', page.read_text())
+    assert links, "the scoreboard links no claim to its chapter"
+    for target, anchor in links:
+        shown = (page.parent / target).resolve()
+        assert shown.exists(), f"the scoreboard links a missing page {target}"
+        assert f'id="{anchor}"' in shown.read_text(), f"the scoreboard links {target}#{anchor}, which does not exist"
+    assert report["first_figure_screens"] is not None and report["first_figure_screens"] <= 2

@@ -133,10 +133,11 @@ class Claims:
         return self.path
 
     def table(self):
-        """The closing table of the chapter (a pandas Styler, rendered as HTML by the book): id, statement, paper,
-        ours (estimate [interval], n), the rule in words, verdict."""
+        """The closing table of the chapter (a pandas Styler, rendered as HTML by the book), in the book's one order:
+        id, verdict (second, so a phone shows it without scrolling), statement, the paper's value, ours (estimate
+        [interval], n), the rule in words folded into a detail."""
         frame = self.frame()
-        shown = ["id", "statement", "paper", "ours"] + (["rule"] if frame.rule.astype(bool).any() else []) + ["verdict"]
+        shown = ["id", "verdict", "statement", "paper", "ours"] + (["rule"] if frame.rule.astype(bool).any() else [])
         return style_claims(frame[shown])
 
 
@@ -151,15 +152,26 @@ def verdict_markdown(*results: ClaimResult) -> str:
     return "\n\n".join(out)
 
 
+VERDICT_COLOURS = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced": "#f8d7d7",
+                   INCONCLUSIVE: "#dde7f3", NOT_TESTABLE: "#e6e6e6"}
+
+
 def style_claims(frame: pd.DataFrame):
-    colours = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced": "#f8d7d7",
-               INCONCLUSIVE: "#dde7f3", NOT_TESTABLE: "#e6e6e6"}
+    """A claims table for people (a pandas Styler): every text escaped (a claim or parameter never reaches the page
+    as HTML), the verdict coloured, a "rule" column folded into a detail the reader opens."""
+    import html
 
     def colour(v: str) -> str:
-        return f"background-color: {colours.get(v, 'white')}"
+        return f"background-color: {VERDICT_COLOURS.get(v, 'white')}"
 
-    return (frame.style.hide(axis="index").map(colour, subset=["verdict"])
-            .set_properties(**{"text-align": "left", "white-space": "normal"}))
+    def folded(rule: str) -> str:
+        return f"<details><summary>rule</summary>{html.escape(str(rule))}</details>" if rule else ""
+
+    formatters = {c: (folded if c == "rule" else (lambda v: html.escape(str(v)))) for c in frame.columns}
+    styled = frame.style.hide(axis="index").format(formatters)
+    if "verdict" in frame.columns:
+        styled = styled.map(colour, subset=["verdict"])
+    return styled.set_properties(**{"text-align": "left", "white-space": "normal"})
 
 
 def load_claims(scale: str) -> pd.DataFrame:
@@ -193,6 +205,48 @@ def counted_verdict(frame: pd.DataFrame) -> pd.Series:
 
 COUNTED = [v for v in VERDICTS if v != NOT_TESTABLE] + [f"not testable: {kind}" for kind in UNTESTED] + [
     "not testable: reason not recorded"]
+
+
+def headline_markdown(frame: pd.DataFrame) -> str:
+    """One sentence per source (NHT, NSDL, D_LR, the book), its claims counted by verdict: the Scoreboard's
+    opening, e.g. "**NHT** — 57 claims: 6 reproduced · 2 partly · …"."""
+    names = {"NHT": "NHT (norm-hierarchy transitions)", "NSDL": "NSDL (its grokking companion)",
+             "D_LR": "D_LR (Nam et al.)", "book": "the book's own constructions"}
+    lines = []
+    for source in [s for s in names if s in set(frame.source)]:
+        rows = frame[frame.source == source]
+        counts = counted_verdict(rows).value_counts()
+        tally = " · ".join(f"{counts[v]} {v}" for v in COUNTED if v in counts)
+        lines.append(f"- **{names[source]}** — {len(rows)} claims: {tally}.")
+    return "\n".join(lines)
+
+
+def chapter_sections_markdown(frame: pd.DataFrame, titles: Mapping[str, str],
+                              anchors: Mapping[str, Mapping[str, str]]) -> str:
+    """The Scoreboard's claims, one section per chapter (its title linked to the chapter, its subtotal), one row per
+    claim in the book's column order: the claim linked to the section of its chapter that shows its verdict
+    (`anchors`: chapter -> {claim id: MyST target}; a claim shown in no section links to its chapter page),
+    verdict, statement, the paper's value, ours."""
+    out = []
+    for chapter, rows in frame.groupby("chapter", sort=False):
+        title = titles.get(chapter, chapter)
+        out += [f"### {{doc}}`{title} <../notebooks/{chapter}>`", "",
+                f"{len(rows)} claims: {' · '.join(f'{n} {v}' for v, n in rows.verdict.value_counts().items())}.",
+                "", "| claim | verdict | statement | paper | ours |", "|---|---|---|---|---|"]
+        for row in rows.itertuples():
+            target = anchors.get(chapter, {}).get(row.id)
+            link = (f"{{ref}}`{row.id} <{target}>`" if target else f"{{doc}}`{row.id} <../notebooks/{chapter}>`")
+            cells = [_cell(c) for c in (row.statement, row.paper, row.ours)]
+            out.append("| " + " | ".join([link, f"**{row.verdict}**", *cells]) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cell(text) -> str:
+    """Text for a Markdown table cell: no line break, no bare "|", no raw HTML."""
+    import html
+
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:

@@ -136,6 +136,21 @@ def label_sections(notebook: str | os.PathLike, chapter: str) -> dict[str, str]:
     return {claim: labels[place] for claim, place in sections.items()}
 
 
+def section_anchors(notebook: str | os.PathLike) -> dict[str, str]:
+    """claim id -> the MyST target (``(label)=``) standing above the section that shows its verdict, as
+    `label_sections` put it into an executed notebook; claims whose section has no target are left out."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    out = {}
+    for claim, (index, heading) in claim_sections(notebook).items():
+        lines = nb.cells[index].source.split("\n")
+        at = lines.index(heading) if heading in lines else 0
+        if at > 0 and re.fullmatch(r"\(.+\)=", lines[at - 1]):
+            out[claim] = lines[at - 1][1:-2]
+    return out
+
+
 def verdict_glance(claims: pd.DataFrame | None, sections: dict[str, str] | None = None) -> str:
     """Markdown: the tally of verdicts and one row per claim (id, verdict, statement), or '' without claims; with
     `sections` (claim id -> target name, `label_sections`) each id links to the section that shows its verdict."""
