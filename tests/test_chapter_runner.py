@@ -148,6 +148,8 @@ def test_run_records_provenance_and_opens_with_the_box(notebooks):
     cells = nbformat.read(str(executed), as_version=4).cells
     box = cells[1]
     assert "nht-provenance" in box.metadata["tags"] and "How this page was made" in box.source
+    injected = [c for c in cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert all("remove-cell" in c.metadata["tags"] for c in injected)  # papermill's cell stays off the page
     assert record["nhtlib_source_hash"] in box.source and "scale** `smoke`" in box.source
     assert "{download}`download this notebook <tiny.ipynb>`" in box.source
     assert f"python -m nhtlib run {CHAPTER} -p scale smoke" in box.source

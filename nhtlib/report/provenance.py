@@ -203,11 +203,16 @@ def box_markdown(record: dict[str, Any], claims: pd.DataFrame | None = None, *, 
 
 def insert_box(notebook: str | os.PathLike, markdown: str) -> None:
     """Put `markdown` as a cell tagged BOX_TAG right under the notebook's first cell (its title and abstract),
-    replacing an earlier box; the file is rewritten in place."""
+    replacing an earlier box, and keep papermill's injected-parameters cell off the page (the box states the
+    parameters and the command that re-runs them); the file is rewritten in place."""
     import nbformat
 
     nb = nbformat.read(str(notebook), as_version=4)
     nb.cells = [c for c in nb.cells if BOX_TAG not in c.get("metadata", {}).get("tags", [])]
+    for c in nb.cells:
+        tags = c.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            c.metadata["tags"] = [*tags, "remove-cell"]
     cell = nbformat.v4.new_markdown_cell(markdown, metadata={"tags": [BOX_TAG]})
     nb.cells.insert(1 if nb.cells else 0, cell)
     nbformat.write(nb, str(notebook))
