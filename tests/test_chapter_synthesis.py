@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nhtlib.analysis import forecast
+from nhtlib.analysis import forecast, statistics
 from nhtlib.chapters import celeba_waterbirds as cw
 from nhtlib.chapters import synthesis as syn
 from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, SOURCES
@@ -201,14 +201,14 @@ def test_s1_orders_the_spectrum():
 def test_s1_gaps_are_unpaired():
     """Seed i of one chapter has nothing to do with seed i of another: the gap is a Welch difference of means, and
     domains recorded on different seeds (no seed in common) still compare."""
-    gap = syn.welch_difference([1.0, 1.1, 0.9], [0.5, 0.7, 0.6])
+    gap = statistics.welch_difference([1.0, 1.1, 0.9], [0.5, 0.7, 0.6])
     assert gap.value == pytest.approx(0.4) and gap.n == 3 and gap.method == "welch"
     # sd 0.1 in each, n = 3: se = 0.1·√(2/3), df = 4, t = 2.776
     assert gap.high - gap.value == pytest.approx(2.776 * 0.1 * (2 / 3) ** 0.5, rel=1e-3)
     shifted = pd.concat([scores_frame({k: v}, seeds=(0, 1, 2) if k != "CelebA" else (5, 6, 7))
                          for k, v in PAPER_LIKE.items()])
     assert s1(shifted).verdict == REPRODUCED
-    assert syn.welch_difference([1.0], [0.0, 0.1]).n == 1
+    assert statistics.welch_difference([1.0], [0.0, 0.1]).n == 1
 
 
 def test_spectrum_table_lists_every_domain():

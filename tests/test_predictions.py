@@ -57,12 +57,13 @@ def test_p2_regime_order_parts():
 
 
 def test_p4_head_first_share():
-    table = grid(head_peak=lambda s, lam: 10.0, body_peak=lambda s, lam: 20.0 if lam < 1 else 5.0,
+    # runs as the unit: 10 seeds x 4 λ, the head first at every λ but the largest (30 of 40 runs, every seed alike)
+    table = grid(seeds=range(10), head_peak=lambda s, lam: 10.0, body_peak=lambda s, lam: 20.0 if lam < 1 else 5.0,
                  head_decay=lambda s, lam: 40.0, body_decay=lambda s, lam: 30.0,
                  regime=lambda s, lam: "intermediate")
     est = pred.head_first_share(table, head_peak="head_peak", body_peak="body_peak", head_decay="head_decay",
                                 body_decay="body_decay", runs=table.regime == "intermediate")
-    assert est.value == pytest.approx(0.75) and est.method == "exact"
+    assert est.value == pytest.approx(0.75) and (est.n, est.unit, est.method) == (40, "runs", "Wilson")
     assert pred.spec("P4", "CIFAR-10 borders").judge(est).verdict == v.REPRODUCED
     none = pred.head_first_share(table, head_peak="head_peak", body_peak="body_peak", head_decay="head_decay",
                                  body_decay="body_decay", runs=table.regime == "weak")

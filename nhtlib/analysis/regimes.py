@@ -23,6 +23,11 @@ from nhtlib.config import Config, check_range
 from nhtlib.analysis.divergence import DIVERGED, diverged_row, diverged_step  # noqa: F401  (every summary labels them)
 
 REGIMES = ("weak", "intermediate", "strong")
+# A norm "decays" when it falls at least this many % from its peak (nht.md §1.4's weak bound): less is a norm that
+# still grows. Every regime rule, the pooled runs of S and the chapters' "decaying run" read this one number.
+DECAY_MIN_PCT = 2.0
+
+
 def _as_arrays(steps: Sequence[float], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     s, v = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     if s.shape != v.shape or s.ndim != 1 or len(s) == 0:
@@ -54,6 +59,22 @@ def decay_percent(steps: Sequence[float], values: Sequence[float], include_init:
     if peak <= 0:
         raise ValueError(f"peak value {peak} must be positive to compute a decay percentage")
     return float(100.0 * (peak - v[-1]) / peak)
+
+
+def value_at(steps: Sequence[float], values: Sequence[float], t: float) -> float:
+    """`values` linearly interpolated at step t; NaN outside the logged range of the finite values (a censored
+    point) or with fewer than two of them."""
+    s, v = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    ok = np.isfinite(v)
+    if ok.sum() < 2 or t < s[ok][0] or t > s[ok][-1]:
+        return float("nan")
+    return float(np.interp(t, s[ok], v[ok]))
+
+
+def window_values(steps: Sequence[float], values: Sequence[float], t: float, h: float) -> tuple[float, float, float]:
+    """The curve at t − 3h, t − h and t + h (`value_at`): its change across a transition at t, (t + h) − (t − h),
+    against its change over an equal window before, (t − h) − (t − 3h). NaN where a point was not logged."""
+    return tuple(value_at(steps, values, t + k * h) for k in (-3, -1, 1))  # type: ignore[return-value]
 
 
 def transition_step(steps: Sequence[float], values: Sequence[float], threshold: float, *,
@@ -90,7 +111,7 @@ class RegimeRule(Config):
       structured metric is classified strong (learning suppressed), otherwise weak.
     """
 
-    weak_max_decay_percent: float = 2.0
+    weak_max_decay_percent: float = DECAY_MIN_PCT
     learned_min: float = 0.9
     improve_min: float = 0.05
     structured_min: float = 0.0

@@ -111,7 +111,7 @@ def paper_value(domain: str) -> tuple[float, str]:
     return PAPER_S.get(domain.split(" (")[0], (float("nan"), "—"))
 
 
-def pooled(regime: pd.Series, decay_pct: pd.Series, min_decay: float = 2.0) -> pd.Series:
+def pooled(regime: pd.Series, decay_pct: pd.Series, min_decay: float = regimes.DECAY_MIN_PCT) -> pd.Series:
     """Which runs enter a domain's S: its intermediate-regime runs, or, when it has none, every run whose norm
     decays by at least `min_decay` % from its peak (S_traj needs a contraction phase). Boolean, indexed like the
     inputs (one entry per run)."""

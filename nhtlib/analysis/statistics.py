@@ -178,6 +178,26 @@ def share_interval(successes: Sequence[int], trials: Sequence[int], level: float
     return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, "runs", method)
 
 
+def runs_needed(bound: float, level: float = LEVEL) -> int:
+    """The runs, all successes, that put a Wilson `level` interval's lower end above `bound` (n / (n + z²) > bound):
+    how many runs a share claim "all runs" needs before it can be decided."""
+    from scipy.stats import norm
+
+    z2 = float(norm.ppf(0.5 + level / 2)) ** 2
+    return int(math.floor(bound * z2 / (1 - bound))) + 1
+
+
+def seeds_needed(sd: float, limit: float, most: int = 100, level: float = LEVEL) -> int | None:
+    """The seeds that put the chi-square `level` upper bound of a measured standard deviation `sd` (`sd_interval`)
+    below `limit`; None beyond `most` seeds."""
+    from scipy.stats import chi2
+
+    for n in range(2, most + 1):
+        if sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1)) < limit:
+            return n
+    return None
+
+
 def run_share(summary: pd.DataFrame, success: pd.Series, *, runs: pd.Series | None = None,
               seed: str = "seed") -> Estimate:
     """The share of the selected runs (`runs`, a boolean mask; default all) for which `success` (a boolean mask) holds,
@@ -203,6 +223,32 @@ def paired_difference(summary: pd.DataFrame, arm: str, a, b, value: str, seed: s
     if a not in wide.columns or b not in wide.columns:
         return interval([float("nan")] * summary[seed].nunique())
     return interval((wide[a] - wide[b]).tolist())
+
+
+def welch_difference(a, b, bounds: tuple[float, float] | None = None, level: float = 0.95) -> Estimate:
+    """mean(a) − mean(b) of two independent samples of per-seed values with its Welch `level` interval
+    (t with Welch–Satterthwaite degrees of freedom): for arms whose seeds are not paired. n is the smaller sample
+    (the rule's n ≥ 3 then holds for both); NaN interval when either has fewer than 2 values; a zero-spread pair
+    has a zero-width interval. bounds clip the interval (the statistic's own range)."""
+    from scipy.stats import t as student
+
+    x, y = (np.asarray([v for v in arm if math.isfinite(float(v))], dtype=float) for arm in (a, b))
+    n = min(len(x), len(y))
+    if n == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0, "seeds", "none")
+    diff = float(x.mean() - y.mean())
+    if n < 2:
+        return Estimate(diff, float("nan"), float("nan"), n, "seeds", "none")
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    se = math.sqrt(vx + vy)
+    if se == 0:
+        return Estimate(diff, diff, diff, n, "seeds", "exact")
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
+    half = float(student.ppf(0.5 + level / 2, df)) * se
+    low, high = diff - half, diff + half
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return Estimate(diff, low, high, n, "seeds", "welch")
 
 
 def spearman(x, y) -> float:

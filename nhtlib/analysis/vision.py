@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from nhtlib.config import Config, check_range
-from nhtlib.analysis.regimes import decay_percent, diverged_row, diverged_step, layer_contraction_step, majority_regime, peak_step, peak_value, regime_counts, transition_step
+from nhtlib.analysis.regimes import DECAY_MIN_PCT, decay_percent, diverged_row, diverged_step, layer_contraction_step, majority_regime, peak_step, peak_value, regime_counts, transition_step
 
 TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
 
@@ -33,7 +33,7 @@ TRANSITION_TIMES = ("head_peak", "head_contraction", "clean_acc")
 class VisionRegimeRule(Config):
     """Thresholds of the norm-only regime rule (book defaults of shared/papers/nht.md §1.4)."""
 
-    weak_max_decay: float = 2.0  # % from the peak: less is a norm that still grows (nht.md §1.4)
+    weak_max_decay: float = DECAY_MIN_PCT  # % from the peak: less is a norm that still grows (nht.md §1.4)
     strong_min_decay: float = 35.0  # % from the peak: more, without a transition, is suppression (§1.4)
     early_peak_fraction: float = 0.1  # a peak this early in the budget, without a transition, is suppression
     below_init_is_strong: bool = True  # a norm that never rises above init was suppressed from the first log

@@ -35,6 +35,7 @@ from nhtlib.analysis import vision
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
+from nhtlib.analysis.regimes import DECAY_MIN_PCT
 from nhtlib.report.claims import Claim, not_tested
 from nhtlib.report import verdicts
 from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Estimate, NotTested, PositiveControl
@@ -480,7 +481,7 @@ def separation_scores(runs: BorderRuns) -> pd.DataFrame:
 SHARE = predictions.SHARE
 MOST = 0.5  # a share of runs: CI above one half
 T22_MIN_LAMBDA = 0.05  # Table 2 #2: "λ ≥ 0.05"
-T22_MIN_DECAY = vision.VisionRegimeRule().weak_max_decay  # a peak-then-decay: ≥ 2 % from the peak (§1.4)
+T22_MIN_DECAY = DECAY_MIN_PCT  # a peak-then-decay: ≥ 2 % from the peak (§1.4)
 PAPER_BUDGET = decay_budget(PRESETS["paper"])  # Σₛηₛ of the paper's protocol: η = 1e-3, 200 × 391 steps, cosine (≈ 39)
 # T2-2's band in decay-budget units λΣη: the paper's λ = 0.05 … 1.0 (its intermediate and strong λ's, the λ ≥ 0.05 of
 # Table 2 up to the largest λ it ran); a run's contraction scales with λΣη, so this, not λ itself, carries over
@@ -533,12 +534,6 @@ def _t22(runs: BorderRuns) -> Estimate | None:
     return statistics.run_share(runs.sum_a, runs.sum_a.decay_pct >= T22_MIN_DECAY, runs=band)
 
 
-def runs_needed(bound: float) -> int:
-    """Runs, all successes, that put a Wilson 95 % interval's lower end above `bound` (n / (n + z²) > bound)."""
-    z2 = 1.959963984540054 ** 2
-    return int(math.floor(bound * z2 / (1 - bound))) + 1
-
-
 def _t22_note(runs: BorderRuns) -> str:
     a, band = runs.sum_a, t22_band(runs)
     low, high = T22_BAND
@@ -549,18 +544,17 @@ def _t22_note(runs: BorderRuns) -> str:
     shown = ", ".join(f"λ = {lam:g} (λΣη = {lam * runs.budget:.3g}): {v}" for lam, v in per.items())
     return (f"band λΣη {low:.3g}–{high:.3g} (the paper's λ = {T22_MIN_LAMBDA:g}–{max(PAPER_LAMBDAS):g} at Σₛηₛ = "
             f"{PAPER_BUDGET:.3g}; here Σₛηₛ = {runs.budget:.3g}); decaying runs per λ: {shown}; with every run "
-            f"decaying, {runs_needed(T22_MIN_SHARE)} runs would decide it")
+            f"decaying, {statistics.runs_needed(T22_MIN_SHARE)} runs would decide it")
 
 
-def _head_first(a: pd.DataFrame) -> pd.Series:
-    """P4 per run: the head peaks no later than conv1 and contracts more (decay % from its own peak)."""
-    return (a[f"peak_step:{HEAD}"] <= a[f"peak_step:{BODY}"]) & (a[f"decay_pct:{HEAD}"] > a[f"decay_pct:{BODY}"])
+HEAD_FIRST_COLUMNS = dict(head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
+                          head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}")  # P4's layers: head, conv1
 
 
 def _p4(runs: BorderRuns) -> Estimate:
     """The share of A's intermediate runs with the head first, runs as the unit (n = 0 without intermediate runs)."""
     a = runs.sum_a
-    return statistics.run_share(a, _head_first(a), runs=a.regime == "intermediate")
+    return predictions.head_first_share(a, **HEAD_FIRST_COLUMNS, runs=a.regime == "intermediate")
 
 
 def _p4_note(runs: BorderRuns) -> str:
@@ -695,27 +689,16 @@ def _t25_runs(runs: BorderRuns) -> pd.DataFrame:
     return a[(a.lam == LAMBDA_B) & (a.regime != "diverged")].sort_values("seed")
 
 
-def seeds_needed(sd: float, limit: float = T25_LIMIT, most: int = 100) -> int | None:
-    """Seeds that put the chi-square 95 % upper bound of a measured sd `sd` below `limit` (None beyond `most`)."""
-    from scipy.stats import chi2
-
-    for n in range(2, most + 1):
-        if sd * math.sqrt((n - 1) / chi2.ppf(0.025, n - 1)) < limit:
-            return n
-    return None
-
-
 def _t25_note(runs: BorderRuns) -> str:
     sd = float(_t25_runs(runs).final_clean_acc.std())
-    ours, paper = seeds_needed(sd) if math.isfinite(sd) else None, seeds_needed(PAPER_T25_SD)
+    ours = statistics.seeds_needed(sd, T25_LIMIT) if math.isfinite(sd) else None
+    paper = statistics.seeds_needed(PAPER_T25_SD, T25_LIMIT)
     at = f"{ours} seeds" if ours else "more than 100 seeds"
     return (f"seeds that would put the upper bound below {100 * T25_LIMIT:g} points: {at} at the measured sd, "
             f"{paper} at the paper's {100 * PAPER_T25_SD:g} points (its 4 seeds give [1.3, 8.6] points)")
 
 
 # CHAPTER.claims, in the order of the chapter's sections; P1–P6 are the shared `predictions` (NHT Table 3)
-_P4_SPEC = predictions.spec("P4", DOMAIN).replace(  # the shared P4 threshold, read with runs as the unit
-    rule=AtLeast("the share of intermediate runs with the head first (runs as the unit)", predictions.P4_MIN_SHARE))
 _CLAIMS = (
     Claim(predictions.spec("P1", DOMAIN), lambda r: predictions.grid_spearman(r.sum_a, "V_final"),
           where="§3.2, Table 3.1", test="Spearman ρ(λ, final ‖θ‖²)"),
@@ -772,7 +755,7 @@ _CLAIMS = (
           note=lambda r: (f"{int((r.sum_b.regime == 'intermediate').sum())} transitioned runs in the ρ sweep; a seed "
                           f"needs {MIN_POINTS} ρ's with one (ρ = 1 never transitions, by the paper's design)"),
           where="§3.3", test="Spearman ρ(ρ, log V_peak/V_final) of transitioned runs"),
-    Claim(_P4_SPEC, _p4, note=_p4_note, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`",
+    Claim(predictions.spec("P4", DOMAIN), _p4, note=_p4_note, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`",
           test="share of intermediate runs with the head first (runs)"),
     Claim(ClaimSpec(
         "F4b", "The total norm keeps growing while the head contracts (Fig. 4b)",
@@ -844,10 +827,18 @@ _CLAIMS = (
 
 
 def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float]:
-    """Measured numbers the chapter's prose quotes."""
+    """Measured numbers the chapter's prose quotes (accuracies in %, the λ sweep's ends as per-λ means over seeds)."""
     a, b = runs.sum_a, runs.sum_b
     fit = inverse_lambda_fit(runs)
-    return {"clean_max_a": float(100 * a.groupby("lam").final_clean_acc.mean().max()),
+    final_a = a.groupby("lam")[["final_clean_acc", "final_coloured_acc", "final_shortcut_acc"]].mean()
+    weakest, strongest = final_a.iloc[0], final_a.iloc[-1]
+    return {"runs_a": len(a), "runs_b": len(b), "runs_abl": len(runs.sum_abl),  # counts: glued as integers
+            "n_lambdas": len(preset.lambdas), "lam_min": float(final_a.index[0]),
+            "clean_min_a": float(100 * final_a.final_clean_acc.min()),
+            "reliance_weakest": float(weakest.final_shortcut_acc),
+            "reliance_strongest": float(strongest.final_shortcut_acc),
+            "coloured_strongest": float(100 * strongest.final_coloured_acc),
+            "clean_max_a": float(100 * a.groupby("lam").final_clean_acc.mean().max()),
             "clean_low_rho": float(100 * b[b.rho == b.rho.min()].final_clean_acc.mean()),
             "clean_high_rho": float(100 * b[b.rho == b.rho.max()].final_clean_acc.mean()),
             "reliance_high_rho": float(b[b.rho == b.rho.max()].final_shortcut_acc.mean()),

@@ -44,6 +44,7 @@ from nhtlib.models import config as model_config
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
+from nhtlib.analysis.regimes import DECAY_MIN_PCT
 from nhtlib.report.claims import Claim
 from nhtlib.report.verdicts import (AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate, Matches, NotTested,
                                     PositiveControl)
@@ -428,7 +429,7 @@ def paper_trajectories(dr: DomainRuns) -> dict[str, dict[float, float]]:
 # ------------------------------------------------------------------------------------------------------ claims
 
 SHARE = predictions.SHARE
-DECAYING = vision.VisionRegimeRule().weak_max_decay  # a run "decays" when ‖θ‖² falls ≥ 2 % from its peak (§1.4's weak bound)
+DECAYING = DECAY_MIN_PCT  # a run "decays" when ‖θ‖² falls ≥ 2 % from its peak (nht.md §1.4's weak bound)
 L1_MIN_RHO = 0.8  # C-L1: the ratio rises with λ — the mirror of P1's −0.8 (0.65 → 2.21 → 2.33 is monotone)
 # W-D1: "λ ≤ 0.1 … weak", "λ ≥ 0.3 decay becomes measurable" [paper], read in decay-budget units: the paper's λ times
 # its Σηₛ (`paper_budget`), so that a cpu run with a smaller budget is held to the paper's λΣη, not its nominal λ
@@ -501,13 +502,11 @@ def _layers_contract(s: pd.DataFrame) -> Estimate:
 
 
 def _head_first(s: pd.DataFrame, runs: pd.Series) -> Estimate:
-    """P4's statistic on the selected runs (`runs`, a mask), runs as the unit (`statistics.run_share`, clustered by
-    seed: a seed holds one to three such runs, too few for a per-seed share): the share whose head peaks no later
-    than conv1 and contracts more (decay % from each layer's own peak). Two peaks at the same logged epoch (at cpu
+    """P4's statistic on the selected runs (`runs`, a mask), runs as the unit (`predictions.head_first_share`: a
+    seed holds one to three such runs, too few for a per-seed share). Two peaks at the same logged epoch (at cpu
     every decaying Waterbirds run's layers peak at epoch 1) count as "no later": the tie is read in the head's
     favour, so only the contraction decides, and a failure of P4 is the harder to reproduce."""
-    first = (s[LAYERS["head_peak"]] <= s[LAYERS["body_peak"]]) & (s[LAYERS["head_decay"]] > s[LAYERS["body_decay"]])
-    return statistics.run_share(s, first, runs=runs)
+    return predictions.head_first_share(s, **LAYERS, runs=runs)
 
 
 def _w_p4(s: pd.DataFrame) -> Estimate:
@@ -718,11 +717,6 @@ def _p6(s: pd.DataFrame) -> Estimate:
 
 P6_NOTE = "R² of T_head_peak = a/λ + b per seed, measured for information only"
 C42, W43 = "§4.2, {ref}`Fig. 4.1 <fig-4-1>`", "§4.3, {ref}`Fig. 4.3 <fig-4-3>`"  # where the claims are shown
-RUNS_UNIT = "runs as the unit, clustered by seed"
-C_P4_RULE = AtLeast(f"the share of intermediate runs with the head first (peaks no later, contracts more; {RUNS_UNIT})",
-                    predictions.P4_MIN_SHARE)
-W_P4_RULE = AtMost(f"the share of decaying runs with the head first (peaks no later, contracts more; {RUNS_UNIT})",
-                   predictions.P4_FAIL_MAX_SHARE, control=predictions.rule("P4", WATERBIRDS).control)
 C_P3_RULE = AllOf((
     ("falls", AtMost("the per-seed Spearman ρ(λ, worst-group accuracy) over the runs that learned",
                      predictions.P3_MAX_RHO)),
@@ -738,7 +732,7 @@ CLAIMS = (
                 note=lambda s: f"P3a (a monotone fall), as NHT scores it (nht.md §3.6); {_left_out(s)}",
                 test="Spearman ρ(λ, worst-group accuracy) negative, and the fall smallest → largest λ above 0, "
                      "runs that learned"),
-    _prediction("P4", CELEBA, _c_p4, rule=C_P4_RULE, note=_c_p4_note, where=C42, test="share of intermediate runs with the head first"),
+    _prediction("P4", CELEBA, _c_p4, note=_c_p4_note, where=C42, test="share of intermediate runs with the head first"),
     _claim(ClaimSpec(
         "C-L1", "CelebA: the head / conv1 norm ratio grows with λ (NHT's CelebA evidence for P4)",
         "fc/conv1 0.65× → 2.21× → 2.33× at λ = 0.001 / 0.1 / 1.0 [paper, NHT §5.10; nht.md §3.4]", "NHT",
@@ -808,7 +802,7 @@ CLAIMS = (
                      "that learned, with a positive control",
                 note=lambda s: (f"Runs that learned; {_left_out(s)}; the control: per seed, the mean over the λ grid "
                                 f"of the final mean-over-groups test accuracy minus chance {CHANCE:g}")),
-    _prediction("P4", WATERBIRDS, _w_p4, rule=W_P4_RULE, control=_layers_contract, where=W43, note=_w_p4_note,
+    _prediction("P4", WATERBIRDS, _w_p4, control=_layers_contract, where=W43, note=_w_p4_note,
                 test="share of decaying runs with the head first at most one half, with a control that the layers "
                      "contract"),
     _prediction("P5", WATERBIRDS, predictions.separation_estimate, control=_p5_control, note=_p5_note, where="§4.4",

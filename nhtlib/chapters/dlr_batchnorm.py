@@ -25,6 +25,7 @@ import pandas as pd
 
 from nhtlib.chapters.base import Chapter
 from nhtlib.analysis import statistics
+from nhtlib.analysis.regimes import window_values
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables
 from nhtlib.config import DECAY_GROUPS, PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
@@ -425,14 +426,6 @@ MEMORISED_TRAIN, MEMORISED_TEST, GROKKED_TEST = 0.99, 0.5, 0.95  # memorised: tr
 GROK_WINDOW = 0.25  # G1: h = 0.25 T_grok, chapter 6's window (synthesis.WINDOW): across [T − h, T + h], before [T − 3h, T − h]
 
 
-def _interpolate(steps: np.ndarray, values: np.ndarray, t: float) -> float:
-    """values linearly interpolated at step t; NaN outside the logged range (a censored point)."""
-    ok = np.isfinite(values)
-    if ok.sum() < 2 or t < steps[ok][0] or t > steps[ok][-1]:
-        return float("nan")
-    return float(np.interp(t, steps[ok], values[ok]))
-
-
 def _fall_at_grok(g: pd.DataFrame, t_mem: float, t_grok: float) -> tuple[float, float]:
     """D_LR's fall across T_grok ± h and over the equal window before, [T_grok − 3h, T_grok − h] (h = GROK_WINDOW ×
     T_grok): (fall across, fall before); NaN when a window end was not logged or the window before starts before
@@ -441,7 +434,7 @@ def _fall_at_grok(g: pd.DataFrame, t_mem: float, t_grok: float) -> tuple[float, 
     if t_grok - 3 * h < t_mem:
         return float("nan"), float("nan")
     steps, dlr = g.step.to_numpy(float), g.dlr.to_numpy(float)
-    early, before, after = (_interpolate(steps, dlr, t_grok + k * h) for k in (-3, -1, 1))
+    early, before, after = window_values(steps, dlr, t_grok, h)
     return before - after, early - before
 
 

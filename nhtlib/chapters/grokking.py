@@ -37,11 +37,11 @@ from nhtlib.report import predictions, tables
 from nhtlib.config import PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
 from nhtlib.data.modular import ModularTask
 from nhtlib.analysis import grok_times as grokking
-from nhtlib.analysis.regimes import DIVERGED
+from nhtlib.analysis.regimes import DECAY_MIN_PCT, DIVERGED
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
-from nhtlib.report.claims import Claim
+from nhtlib.report.claims import Claim, not_tested
 from nhtlib.report import verdicts
 from nhtlib.report.verdicts import (Matches, AllOf, AtLeast, AtMost, ClaimResult, ClaimSpec, Estimate,
                                        NotTested, PositiveControl)
@@ -660,7 +660,6 @@ THM38_MIN_LOG_RATIO = 0.0  # N-V1: NSDL Thm 3.8's V_mem > V_post is log(V_mem/V_
 # N-TT: "T̃ roughly constant" as NSDL reads its own Table 3, where T̃ spans 625/434 = 1.44 over λ = 0.1–1: a seed's
 # largest T̃ over its smallest across the regime-II λ's at most 1.5
 T_TILDE_MAX_SPREAD = 1.5
-DECAYING_MIN_PCT = 2.0  # P5: a run enters S when ‖θ‖² decays ≥ 2 % from its peak (vision.VisionRegimeRule's weak_max_decay)
 RATIO_LAMBDAS = (0.1, 1.0)  # N-T6: NSDL's T_grok(0.1)/T_grok(1)
 RATIO_PAPER = 6.0  # ... printed as 6, "not 10" [companion]
 
@@ -669,7 +668,7 @@ def _sig(x: float) -> float:
     return float(f"{x:.4g}")  # NSDL's means to 4 significant digits (3,716, 1,182, 0.8106), as its tables print them
 
 
-def _agrees(quantity: str, values) -> Matches:
+def _matches(quantity: str, values) -> Matches:
     """Ours against NSDL's 10-seed mean of its released per-seed values [companion-data]: an equivalence test on
     ours − NSDL with a ±MATCH_MARGIN relative margin."""
     e = interval(values)
@@ -686,7 +685,7 @@ def _paper_text(printed: str, values) -> str:
 def _table2_claim(cid: str, what: str, column: str, printed: str) -> ClaimSpec:
     quantity = f"the per-seed {what} at λ = 1 read on NSDL's log grid (every 200 steps)"
     return ClaimSpec(cid, f"At NSDL's settings (λ = 1) {what} is NSDL's (Table 2)",
-                     _paper_text(printed, NSDL_TABLE2[column]), "NSDL", _agrees(quantity, NSDL_TABLE2[column]))
+                     _paper_text(printed, NSDL_TABLE2[column]), "NSDL", _matches(quantity, NSDL_TABLE2[column]))
 
 
 def _at_nsdl(spec: ClaimSpec) -> ClaimSpec:
@@ -698,10 +697,10 @@ REGIMES_RULE = AtLeast("the per-seed share of the λ's run whose outcome is NSDL
                        "in its regime II, not grokked in I and III)", R1_MIN_SHARE)
 REGIMES_PAPER = ("I: λ ≤ 0.01 (0/10 grok in 15,000 steps); II: 0.1 ≤ λ ≤ 1 (10/10); III: λ = 2 (3/10 in 80,000 "
                  "steps), 5 (0/10) [companion, Table 3]")
-CONTRACTION_RULE = _agrees("the per-seed c = γ_fit/(ηλ) of ‖θ‖² fitted from T_mem on, at λ = 1", NSDL_TABLE2.c_fit)
+CONTRACTION_RULE = _matches("the per-seed c = γ_fit/(ηλ) of ‖θ‖² fitted from T_mem on, at λ = 1", NSDL_TABLE2.c_fit)
 CONTRACTION_PAPER = _paper_text("ρ = 0.99860 ± 0.00007, γ_fit = 0.00141 ± 0.00007, c ≈ 1.41 (λ = 1); 2 for pure "
                                 "decoupled decay", NSDL_TABLE2.c_fit)
-DELAY_RULE = _agrees("the per-seed ratio of the measured delay T_grok − T_mem to T_esc^th = log(V_mem / V_post) / (2ηλ) "
+DELAY_RULE = _matches("the per-seed ratio of the measured delay T_grok − T_mem to T_esc^th = log(V_mem / V_post) / (2ηλ) "
                      "at λ = 1", NSDL_TABLE2.delay_ratio)
 DELAY_PAPER = _paper_text("delay 1,000 ± 186 against T_esc^th = 1,251 ± 101 at λ = 1 (ratio 0.80)",
                           NSDL_TABLE2.delay_ratio)
@@ -735,7 +734,7 @@ def slope_claim(n: NSDLPreset) -> ClaimSpec:
     lams = fit_lambdas(n)
     shown = _set_text(lams)
     paper = slopes_per_seed(nsdl_sweep_long(), lams) if len(lams) >= 2 else [1182.0]
-    rule = _agrees(f"the per-seed slope a of T_grok = a/λ + b over λ ∈ {shown}", paper)
+    rule = _matches(f"the per-seed slope a of T_grok = a/λ + b over λ ∈ {shown}", paper)
     e = interval(paper)
     return ClaimSpec("N-F1", f"At NSDL's settings T_grok = a/λ + b with NSDL's slope a (over λ ∈ {shown})",
                      f"{PRINTED_FIT} [companion]; per seed over λ ∈ {shown}: a = {_fmt(e.value)}, 95 % CI "
@@ -790,8 +789,8 @@ def _regimes_as_nsdl(summary: pd.DataFrame) -> Estimate:
 def head_first_after_mem(summary: pd.DataFrame) -> pd.Series:
     """Per run: the head peaks no later than the hidden layers and contracts more, both read from T_mem on
     (`with_layers_after_mem`)."""
-    return ((summary["mem_peak_step:head"] <= summary["mem_peak_step:hidden"])
-            & (summary["mem_decay_pct:head"] > summary["mem_decay_pct:hidden"]))
+    return predictions.head_first(summary, head_peak="mem_peak_step:head", body_peak="mem_peak_step:hidden",
+                                  head_decay="mem_decay_pct:head", body_decay="mem_decay_pct:hidden")
 
 
 def _n_p4(a: GrokkingAnalysis) -> Estimate:
@@ -917,8 +916,7 @@ def _n_t6(a: GrokkingAnalysis) -> Estimate | None:
 def _nsdl_untested(cid: str, statement: str, paper: str, reason: str, test: str) -> Claim:
     """An NSDL claim that needs runs the book does not make: not testable here (not run at this scale); `reason` says
     what would test it."""
-    return Claim(ClaimSpec(cid, statement, paper, "NSDL", NotTested(reason, verdicts.NOT_AT_THIS_SCALE)),
-                 lambda a: None, where="§2.6", test=test)
+    return not_tested(cid, statement, paper, "NSDL", reason, where="§2.6", test=test)
 
 
 P4_NO_EVIDENCE = ("NHT ticks P4 for modular arithmetic without any per-layer measurement: NSDL's norms are totals "
@@ -936,16 +934,16 @@ O1_RULE = AllOf((
                                     O1_CONTROL_MIN_SHARE))),
     ("AdamW groks", AtLeast("the per-seed share of AdamW λ = 1 runs that grok", O1_MIN_SHARE))))
 P5_NOTE = ("S_traj with φ = 1 − test accuracy from T_mem on, over every run that memorised and whose ‖θ‖² decays "
-           f"≥ {DECAYING_MIN_PCT:g} % (not only the grokked ones). φ is the generalisation metric itself: on a run "
+           f"≥ {DECAY_MIN_PCT:g} % (not only the grokked ones). φ is the generalisation metric itself: on a run "
            "that groks under decay the norm and the test error fall together, so S ≈ 1 there is close to built in; "
            "no other shortcut signal (e.g. NSDL's non-Fourier energy R) is logged. The threshold is the paper's tick "
            "S ≥ 0.5, not 'clean' separation (S ≥ 0.8 and sharpness, nht.md §1.5)")
 
 
 def _p5(summary: pd.DataFrame) -> Estimate:
-    """P5 per seed: the mean S_traj over the runs that memorised and contract (decay ≥ DECAYING_MIN_PCT), selected
+    """P5 per seed: the mean S_traj over the runs that memorised and contract (decay ≥ DECAY_MIN_PCT), selected
     on the norm, not on grokking."""
-    decaying = summary.memorised.astype(bool) & (summary.decay_pct >= DECAYING_MIN_PCT)
+    decaying = summary.memorised.astype(bool) & (summary.decay_pct >= DECAY_MIN_PCT)
     return predictions.seed_mean(summary, "S", runs=decaying, bounds=predictions.CORRELATION)
 
 

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from nhtlib.chapters.base import Chapter
-from nhtlib.analysis import forecast, separation
+from nhtlib.analysis import forecast, separation, statistics
+from nhtlib.analysis.regimes import value_at, window_values
 from nhtlib.engine import plan
 from nhtlib.engine.sweep import Sweep
 from nhtlib.report import predictions
@@ -162,14 +163,6 @@ def sweeps(scale: str, data_root: str | None = None, first_seed: int = 0) -> lis
 
 # ------------------------------------------------------------------------------------- D_LR at the transition
 
-def _at(steps: np.ndarray, values: np.ndarray, t: float) -> float:
-    """values linearly interpolated at step t (NaN outside the logged range or where the values are NaN)."""
-    ok = np.isfinite(values)
-    if ok.sum() < 2 or t < steps[ok][0] or t > steps[ok][-1]:
-        return float("nan")
-    return float(np.interp(t, steps[ok], values[ok]))
-
-
 def dlr_at_transition(domain: DomainTrajectories, window: float = WINDOW) -> pd.DataFrame:
     """One row per transitioned run: seed, lam, T, D_LR at T − 3h, T − h, T + h (h = window × T, steps), the change
     across (D(T + h) − D(T − h)) and before (D(T − h) − D(T − 3h)), and moved = abs(across) − abs(before); the
@@ -184,7 +177,7 @@ def dlr_at_transition(domain: DomainTrajectories, window: float = WINDOW) -> pd.
         g = domain.runs[domain.runs.run == run.run]
         steps, d = g.step.to_numpy(float), g.dlr.to_numpy(float)
         h = window * run.T
-        early, before, after = (_at(steps, d, run.T + k * h) for k in (-3, -1, 1))
+        early, before, after = window_values(steps, d, run.T, h)
         across, prior = after - before, before - early
         control = _mean_change(controls.get(run.seed, []), run.T - h, run.T + h)
         rows.append({"run": run.run, "seed": run.seed, "lam": run.lam, "T": run.T, "D_early": early,
@@ -209,7 +202,7 @@ def _controls(domain: DomainTrajectories) -> dict:
 
 def _mean_change(curves: list, start: float, end: float) -> float:
     """The mean over `curves` ((steps, D_LR) pairs) of D(end) − D(start), steps; NaN when no curve covers both."""
-    changes = [_at(s, d, end) - _at(s, d, start) for s, d in curves]
+    changes = [value_at(s, d, end) - value_at(s, d, start) for s, d in curves]
     changes = [c for c in changes if math.isfinite(c)]
     return float(np.mean(changes)) if changes else float("nan")
 
@@ -428,32 +421,6 @@ def _seed_means(scores: pd.DataFrame, domain: str) -> pd.Series:
     return rows.groupby("seed").S.mean()
 
 
-def welch_difference(a, b, bounds: tuple[float, float] | None = None, level: float = 0.95) -> Estimate:
-    """mean(a) − mean(b) of two independent samples of per-seed values with its Welch `level` interval
-    (t with Welch–Satterthwaite degrees of freedom): for arms whose seeds are not paired. n is the smaller sample
-    (the rule's n ≥ 3 then holds for both); NaN interval when either has fewer than 2 values; a zero-spread pair
-    has a zero-width interval. bounds clip the interval (the statistic's own range)."""
-    from scipy.stats import t as student
-
-    x, y = (np.asarray([v for v in arm if math.isfinite(float(v))], dtype=float) for arm in (a, b))
-    n = min(len(x), len(y))
-    if n == 0:
-        return Estimate(float("nan"), float("nan"), float("nan"), 0, "seeds", "none")
-    diff = float(x.mean() - y.mean())
-    if n < 2:
-        return Estimate(diff, float("nan"), float("nan"), n, "seeds", "none")
-    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    se = math.sqrt(vx + vy)
-    if se == 0:
-        return Estimate(diff, diff, diff, n, "seeds", "exact")
-    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
-    half = float(student.ppf(0.5 + level / 2, df)) * se
-    low, high = diff - half, diff + half
-    if bounds is not None:
-        low, high = max(low, bounds[0]), min(high, bounds[1])
-    return Estimate(diff, low, high, n, "seeds", "welch")
-
-
 def spectrum_order(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> tuple[dict[str, Estimate] | None, str]:
     """S1's parts: for each step of the paper's order the difference of the two domains' means of per-seed mean
     S_traj, with a Welch interval (`welch_difference`: seeds are not paired across chapters, seed i of one chapter
@@ -467,7 +434,7 @@ def spectrum_order(scores: pd.DataFrame, waterbirds: str = cw.STANDIN) -> tuple[
         return None, "no pooled run with an S_traj at this scale for " + ", ".join(missing)
     parts = {}
     for name, a, b in S1_ORDER:
-        parts[name] = welch_difference(_seed_means(scores, names.get(a, a)).tolist(),
+        parts[name] = statistics.welch_difference(_seed_means(scores, names.get(a, a)).tolist(),
                                        _seed_means(scores, names.get(b, b)).tolist(), bounds=(-2.0, 2.0))
     return parts, (f"Waterbirds is {names[cw.WATERBIRDS]}; unpaired: the difference of the domains' means over "
                    "their own seeds, Welch interval, n = the smaller domain's seeds; a descriptive comparison: "

@@ -25,10 +25,11 @@ from nhtlib.analysis.generalisation import memorisation_score
 from nhtlib.models import config as model_config
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
+from nhtlib.analysis.regimes import DECAY_MIN_PCT
 from nhtlib.report.claims import Claim, not_tested
 from nhtlib.report import verdicts
 from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Estimate, Within
-from nhtlib.analysis.statistics import interval, run_share
+from nhtlib.analysis.statistics import interval
 
 NAME = "01_toy_norm_hierarchy"
 GRID = "toy grid"  # the chapter's one sweep (seeds × λ × α), by name: chapter 6 reads it
@@ -39,7 +40,6 @@ directly (NHT).
 """.split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 DOMAIN = "toy (XOR, ours)"
 HEAD, BODY = "layers.output", "layers.input"  # the layers P4 compares
-DECAYING_MIN_PCT = 2.0  # a run "decays" when ‖θ‖² falls ≥ 2 % from its peak (separation.pooled's and vision's default)
 SLOPE_RANGE = (0.5, 2.0)  # T2: measured / predicted delay within a factor 2 of the pure-decay law, i.e. c ∈ [1, 4]
 C_RANGE = (1.0, 2.2)  # C1: NSDL's bound 1 ≤ c [companion] up to pure decay's 2, plus 10 % for the fit
 CLEAN_MIN_S, CLEAN_MAX_W = 0.8, 0.5  # P5: the book's "clean" separation, S_traj ≥ 0.8 and W ≤ 0.5 (nht.md §1.5)
@@ -113,7 +113,7 @@ def analyse(runs: pd.DataFrame, preset: ToyPreset, *, transition_threshold: floa
     peak / decay / contraction) plus T_pred = log(V_fit / V_final) / (2ηλ) (steps), c_fit = γ/(ηλ) of ‖θ‖² during
     the escape (T_fit to T_struct), S (S_traj with φ = the memorisation score), W (its sharpness,
     `separation.sharpness` with γ_V = 2ηλ; dimensionless) and pooled (the runs P5 and the S spectrum read: those that
-    reached the shortcut, T_fit finite, and whose norm then decays ≥ DECAYING_MIN_PCT % — chosen before the escape,
+    reached the shortcut, T_fit finite, and whose norm then decays ≥ DECAY_MIN_PCT % — chosen before the escape,
     not on its outcome)."""
     if not 0.5 < transition_threshold <= 1 or not 0.5 < fit_threshold <= 1:
         raise ConfigError(f"transition_threshold={transition_threshold!r} and fit_threshold={fit_threshold!r} "
@@ -138,9 +138,9 @@ def analyse(runs: pd.DataFrame, preset: ToyPreset, *, transition_threshold: floa
 
 def separation_runs(summary: pd.DataFrame) -> pd.Series:
     """The runs clean separation is read on (boolean, one per run): those that reached the shortcut (a finite T_fit:
-    Def. 4.1 (i) needs φ = 1 on M_sc) and whose norm decays ≥ DECAYING_MIN_PCT % from its peak (a contraction phase
+    Def. 4.1 (i) needs φ = 1 on M_sc) and whose norm decays ≥ DECAY_MIN_PCT % from its peak (a contraction phase
     to score). Both are facts before the escape: no run is chosen for having escaped."""
-    return summary.T_fit.notna() & (summary.decay_pct >= DECAYING_MIN_PCT)
+    return summary.T_fit.notna() & (summary.decay_pct >= DECAY_MIN_PCT)
 
 
 def sharpness_of(runs: pd.DataFrame, row, lr: float) -> float:
@@ -269,9 +269,9 @@ def contraction_note(summary: pd.DataFrame) -> str:
 def output_layer_first(summary: pd.DataFrame) -> Estimate:
     """P4 (a construction check): the share of intermediate runs whose output layer peaks no later than the input
     layer and contracts more (decay % from its peak), runs as the unit (`run_share`, clustered by seed)."""
-    first = ((summary[f"peak_step:{HEAD}"] <= summary[f"peak_step:{BODY}"])
-             & (summary[f"decay_pct:{HEAD}"] > summary[f"decay_pct:{BODY}"]))
-    return run_share(summary, first, runs=summary.regime == "intermediate")
+    return predictions.head_first_share(summary, head_peak=f"peak_step:{HEAD}", body_peak=f"peak_step:{BODY}",
+                                        head_decay=f"decay_pct:{HEAD}", body_decay=f"decay_pct:{BODY}",
+                                        runs=summary.regime == "intermediate")
 
 
 def clean_separation(summary: pd.DataFrame) -> dict[str, Estimate]:
@@ -285,7 +285,7 @@ def clean_separation(summary: pd.DataFrame) -> dict[str, Estimate]:
 def separation_note(summary: pd.DataFrame) -> str:
     pooled = summary[summary.pooled.astype(bool)]
     timed = int(np.isfinite(pooled.W.to_numpy(float)).sum())
-    return (f"{len(pooled)} runs pooled (reached the shortcut, norm decays ≥ {DECAYING_MIN_PCT:g} %), "
+    return (f"{len(pooled)} runs pooled (reached the shortcut, norm decays ≥ {DECAY_MIN_PCT:g} %), "
             f"{int((pooled.regime == 'intermediate').sum())} of them intermediate; W is defined on {timed} (the others' "
             "φ̂ does not fall to 0.2 within the budget: censored, left out of the sharpness part).")
 

@@ -24,8 +24,8 @@ The statistics per seed and their thresholds:
   against it); the CI of each share above 0.5.
 * P3: Spearman ρ(λ, bias-conflicting metric) (P3a, as the paper scores it: monotone, falling for CIFAR-10 and
   CelebA); CI below −0.5.
-* P4: the share of the seed's intermediate runs whose head peaks no later and contracts more than the first layer;
-  CI above 0.5.
+* P4: the share of intermediate runs whose head peaks no later and contracts more than the first layer, runs as the
+  unit (a clustered Wilson interval); CI above 0.5.
 * P5: the mean S_traj over the seed's pooled runs (`separation.pooled`); CI above 0.5 (✓, the paper's tick) or
   below 0.2 (×: the paper prints S = −0.11 and ≈ 0; 0.2 leaves room for the estimator's noise on a flat φ).
 * P6: R² of T = a/λ + b over the λ's with a measured transition (at least 3); CI above 0.9 (✓) or below 0.9 (×,
@@ -42,7 +42,7 @@ from nhtlib.analysis.delay_law import fit_inverse_lambda
 from nhtlib.analysis.regimes import REGIMES
 from nhtlib.report import verdicts
 from nhtlib.report.verdicts import AllOf, AtLeast, AtMost, ClaimSpec, Estimate, NotTested, PositiveControl, Rule
-from nhtlib.analysis.statistics import interval, per_seed, spearman
+from nhtlib.analysis.statistics import interval, per_seed, run_share, spearman
 
 PREDICTIONS = {  # NHT Table 3 caption, verbatim names
     "P1": "norm ordering", "P2": "three regimes", "P3": "WG-acc ordering", "P4": "layer hierarchy",
@@ -127,6 +127,7 @@ CONTROL_MIN_LAYER_DECAY_PCT = 5.0  # P4 ×: the layers contract measurably, so a
 P6_MIN_R2 = 0.9
 CONTROL_MIN_ACC_ABOVE_CHANCE = 0.10  # a null claim needs a model that learned: accuracy ≥ chance + 10 points
 CORRELATION, SHARE = (-1.0, 1.0), (0.0, 1.0)  # the ranges intervals of these statistics are clipped to
+RUNS_UNIT = "runs as the unit, clustered by seed"  # how a share of runs is counted (`head_first_share`)
 
 
 def rule(pid: str, domain: str) -> Rule:
@@ -151,8 +152,9 @@ def rule(pid: str, domain: str) -> Rule:
                       control=PositiveControl("the per-seed mean accuracy minus chance", CONTROL_MIN_ACC_ABOVE_CHANCE))
     if pid == "P4":
         if holds:
-            return AtLeast("the per-seed share of intermediate runs with the head first", P4_MIN_SHARE)
-        return AtMost("the per-seed share of decaying runs with the head first (peaks no later, contracts more)",
+            return AtLeast(f"the share of intermediate runs with the head first (peaks no later, contracts more; "
+                           f"{RUNS_UNIT})", P4_MIN_SHARE)
+        return AtMost(f"the share of decaying runs with the head first (peaks no later, contracts more; {RUNS_UNIT})",
                       P4_FAIL_MAX_SHARE,
                       control=PositiveControl("the per-seed mean of the runs' largest layer decay (%)",
                                               CONTROL_MIN_LAYER_DECAY_PCT))
@@ -239,21 +241,22 @@ def regime_order(summary: pd.DataFrame, *, regime: str = "regime", lam: str = "l
             "in order": interval(per_seed(summary, ordered, seed), bounds=SHARE)}
 
 
+def head_first(summary: pd.DataFrame, *, head_peak: str, body_peak: str, head_decay: str, body_decay: str
+               ) -> pd.Series:
+    """P4 per run (a boolean mask): the head peaks no later than the first layer and contracts more (decay % from
+    each layer's own peak). Two peaks at the same logged step count as "no later"."""
+    return (summary[head_peak] <= summary[body_peak]) & (summary[head_decay] > summary[body_decay])
+
+
 def head_first_share(summary: pd.DataFrame, *, head_peak: str, body_peak: str, head_decay: str, body_decay: str,
-                     runs: pd.Series | None = None, seed: str = "seed", minus: float = 0.0) -> Estimate:
-    """P4 per seed: the share of the selected runs (`runs`, a boolean mask such as regime == 'intermediate'; default
-    all) whose head peaks no later than the first layer and contracts more (decay % from its peak); `minus` is
-    subtracted (0.5 for the null form). NaN for a seed without selected runs."""
-    chosen = summary if runs is None else summary[runs.reindex(summary.index, fill_value=False)]
-
-    def share(g):
-        if not len(g):
-            return float("nan")
-        first = (g[head_peak] <= g[body_peak]) & (g[head_decay] > g[body_decay])
-        return float(first.mean()) - minus
-
-    seeds = summary[seed].unique()
-    return interval([share(chosen[chosen[seed] == s]) for s in sorted(seeds)], bounds=(-minus, 1.0 - minus))
+                     runs: pd.Series | None = None, seed: str = "seed") -> Estimate:
+    """P4: the share of the selected runs (`runs`, a boolean mask such as regime == 'intermediate'; default all)
+    with the head first (`head_first`), runs as the unit (`statistics.run_share`: a clustered Wilson interval;
+    a seed holds only the few runs of the regime, so a per-seed share would need every seed to agree). n = 0 without
+    selected runs."""
+    first = head_first(summary, head_peak=head_peak, body_peak=body_peak, head_decay=head_decay,
+                       body_decay=body_decay)
+    return run_share(summary, first, runs=runs, seed=seed)
 
 
 def seed_mean(summary: pd.DataFrame, value: str, *, runs: pd.Series | None = None, seed: str = "seed",
