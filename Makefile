@@ -16,11 +16,16 @@ all: book
 
 venv: $(VENV_STAMP) $(NODE_STAMP)
 
-# Python environment: exact pins from requirements.txt, then nhtlib itself (editable, no dependency resolution).
-$(VENV_STAMP): requirements.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -r requirements.txt
-	$(PY) -m pip install -e . --no-deps
+# Python environment: the lock (every package, exact version, sha256-checked; README "The environment and its
+# lock"), then nhtlib itself, editable, resolving nothing, built with the locked setuptools (no unpinned download).
+# The lock is compiled for Python >= 3.11.5 (its soupsieve needs 3.11.5): an older interpreter is refused up front.
+$(VENV_STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || { $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11, 5))' \
+	  || { echo "error: $(PYTHON) is $$($(PYTHON) -V 2>&1); requirements.lock needs 3.11.5 or later" \
+	       "(choose another: make PYTHON=python3.11 ...)" >&2; exit 1; }; \
+	  $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install --require-hashes -r requirements.lock
+	$(PY) -m pip install -e . --no-deps --no-build-isolation
 	touch $@
 
 # MathJax 3 for offline math rendering (served from node_modules/mathjax/es5 by the book build).

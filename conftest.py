@@ -1,10 +1,14 @@
 """pytest plugin of the book: the chapter notebooks as nbval items (``pytest --nbval-lax notebooks``, as ``make
 test`` runs them), one item per cell, at smoke scale.
 
-Every chapter is executed once in ``make test``: the executed cells' outputs are kept and, when every cell of a
-chapter passed, written as that chapter's results (``executed.ipynb`` with its provenance box, ``run.json``; as
-the chapter runner writes them, `nhtlib.cli.runner.finish_run`) into a results folder shared with the book test
-(``$NHT_BOOK_RESULTS``), whose site build then finds every chapter up to date and executes none again.
+Every chapter is executed once in ``make test``, staged as the chapter runner stages it (`nhtlib.cli.runner`):
+before nbval starts a notebook's kernel (its first cell's setup, `pytest_runtest_setup` tryfirst, runs before
+pytest sets up the notebook item, whose setup starts the kernel), $NHT_CHAPTER_OUT points at a fresh staging area,
+so the kernel writes its results there; when every cell of the chapter passed, the executed cells' outputs are
+written there as ``executed.ipynb``, `finish_run` adds the provenance box and ``run.json`` (with its manifest), and
+the runner's `swap_in` moves it into the results folder shared with the book test (``$NHT_BOOK_RESULTS``), whose
+site build then finds every chapter up to date and executes none again. A chapter with a failed cell is discarded:
+its results folder keeps what it had.
 """
 from __future__ import annotations
 
@@ -34,6 +38,12 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    open_areas = [s["staging"] for s in getattr(config, "_nht_chapters", {}).values() if s.get("staging")]
+    if open_areas:  # a session stopped inside a chapter: its staging area goes
+        from nhtlib.cli.runner import discard
+
+        for staging in open_areas:
+            discard(staging)
     made = getattr(config, "_nht_made", None)
     if made:  # the session's own results folder (one named by $NHT_BOOK_RESULTS is the caller's)
         import shutil
@@ -52,12 +62,17 @@ def pytest_runtest_setup(item):
         return
     chapters = item.config._nht_chapters
     path = Path(str(item.parent.fspath))
-    if path.stem not in chapters:
-        from nhtlib.cli.runner import chapter_runs
+    if path.stem not in chapters:  # the notebook's first cell: its kernel is not started yet
+        from nhtlib.cli.runner import cache_snapshot, chapter_runs, open_staging
+        from nhtlib.paths import CHAPTER_OUT_ENV, final_chapter_dir
 
         os.environ["NHT_RESULTS"] = os.environ[BOOK_RESULTS_ENV]  # tests in between may have changed it
-        chapters[path.stem] = {"runs": chapter_runs(path.stem, {}, notebook_dir=path.parent), "failed": False,
-                               "started": time.time(), "t0": time.perf_counter()}
+        scale = os.environ.get("NHT_SCALE", "smoke")
+        runs = chapter_runs(path.stem, {}, notebook_dir=path.parent)
+        staging = open_staging(path.stem, scale, final_chapter_dir(path.stem, scale))
+        os.environ[CHAPTER_OUT_ENV] = str(staging.staged)  # the kernel nbval starts next inherits it
+        chapters[path.stem] = {"runs": runs, "staging": staging, "before": cache_snapshot(runs.keys),
+                               "failed": False, "started": time.time(), "t0": time.perf_counter()}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -79,15 +94,22 @@ def pytest_runtest_teardown(item, nextitem):
         return
     path = Path(str(item.parent.fspath))
     state = item.config._nht_chapters.get(path.stem)
-    if state is None or state["failed"]:
+    if state is None or state.get("staging") is None:
         return
-    import nbformat
+    from nhtlib.cli.runner import discard, finish_run, swap_in, trained_since
+    from nhtlib.paths import CHAPTER_OUT_ENV
 
-    from nhtlib.cli.runner import finish_run
-    from nhtlib.paths import final_chapter_dir
+    staging, state["staging"] = state["staging"], None
+    os.environ.pop(CHAPTER_OUT_ENV, None)
+    try:
+        if not state["failed"]:
+            import nbformat
 
-    wall = time.perf_counter() - state["t0"]
-    folder = final_chapter_dir(path.stem, os.environ.get("NHT_SCALE", "smoke"))
-    folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(item.parent.nb, str(folder / "executed.ipynb"))
-    finish_run(path, folder / "executed.ipynb", {}, state["runs"], state["started"], wall)
+            wall = time.perf_counter() - state["t0"]
+            executed = staging.staged / "executed.ipynb"
+            nbformat.write(item.parent.nb, str(executed))
+            finish_run(path, executed, {}, state["runs"], state["started"], wall,
+                       trained=trained_since(state["before"]))
+            swap_in(staging)
+    finally:
+        discard(staging)

@@ -26,7 +26,7 @@ _NAMES = {
                                                    "generalisation")},
     "norms": "nhtlib.analysis.metrics.norms",
     **{name: f"nhtlib.report.{name}" for name in ("verdicts", "predictions", "claims", "tables", "plots",
-                                                 "provenance")},
+                                                 "provenance", "manifest", "exports")},
     "RunCache": "nhtlib.engine.cache:RunCache",
     "Claims": "nhtlib.report.claims:Claims",
     **{name: f"nhtlib.config:{name}" for name in ("ChapterParams", "TrainConfig", "resolve_device", "resolve_scale")},

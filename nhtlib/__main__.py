@@ -1,4 +1,4 @@
-"""``python -m nhtlib build | run | list | plan`` (see `nhtlib.cli.main`)."""
+"""``python -m nhtlib build | run | list | plan``, the same as the `nht-book` command (see `nhtlib.cli.main`)."""
 import sys
 
 from nhtlib.cli.main import main

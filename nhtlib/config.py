@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -192,22 +193,36 @@ def resolve_scale(scale: str | None = None) -> str:
     return value
 
 
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:(0|[1-9][0-9]*))?")  # the only device strings accepted
+DEVICE_CHOICES = "'auto', 'cpu', 'cuda', 'cuda:N' (N = 0, 1, ...) or 'mps'"
+
+
+def check_device(device: Any) -> str:
+    """`device` if it is exactly one of auto, cpu, cuda, cuda:N (N a non-negative integer without sign or leading
+    zeros), mps; ConfigError otherwise, with the value repr()'d (the message is plain text: a hostile value such
+    as "cpu:<img src=x onerror=...>" is quoted, never passed on to a page as markup)."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise ConfigError(f"device={device!r} is not allowed; choose one of {DEVICE_CHOICES}")
+    return device
+
+
 def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'. An explicit device that this machine lacks ('cuda'
-    without a GPU, 'cuda:3' on a one-GPU machine, 'mps' off Apple silicon) raises ConfigError naming it."""
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'. Only the values `check_device` admits are accepted; an
+    explicit device that this machine lacks ('cuda' without a GPU, 'cuda:3' on a one-GPU machine, 'mps' off Apple
+    silicon) raises ConfigError naming it."""
     import torch
 
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    check_choice("device", device.split(":")[0], ("cpu", "cuda", "mps"))
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible; use 'auto' or 'cpu'")
         index = device.partition(":")[2]
-        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+        if index and int(index) >= torch.cuda.device_count():
             raise ConfigError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s) "
                               f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
-    if device.startswith("mps") and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+    if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         raise ConfigError(f"device={device!r} was asked for but Apple's MPS backend is not available on this machine "
                           f"(torch {torch.__version__}); use 'auto' or 'cpu'")
     return device
@@ -224,8 +239,7 @@ class ChapterParams(Config):
 
     def validate(self) -> None:
         check_choice("scale", self.scale, SCALES)
-        if not isinstance(self.device, str):
-            raise ConfigError(f"device={self.device!r} must be a string such as 'auto', 'cpu' or 'cuda'")
+        check_device(self.device)  # the format only: whether this machine has that device is resolve_device's
         check_range("seed", self.seed, 0, None, integer=True)
         if self.data_root is not None and not isinstance(self.data_root, str):
             raise ConfigError(f"data_root={self.data_root!r} must be a path string or None")

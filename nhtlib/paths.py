@@ -1,9 +1,10 @@
 """Where things live: the repository, the results folder, the data root.
 
 Nothing here depends on the current working directory. Defaults can be overridden by environment variables:
-NHT_RESULTS (results and run cache), NHT_DATA_ROOT (real data sets), NHT_CHAPTER_OUT (set by the chapter runner
-`nhtlib.cli.runner`: a staging folder ``.../<scale>/<chapter>/`` that receives that chapter's outputs instead of
-results/<scale>/<chapter>/; the runner moves it into place only when the notebook succeeded).
+NHT_RESULTS (results, and the run cache unless NHT_CACHE is set), NHT_CACHE (the run cache alone, e.g. a folder a
+group shares), NHT_DATA_ROOT (real data sets), NHT_CHAPTER_OUT (set by the chapter runner `nhtlib.cli.runner`: a
+staging folder ``.../<scale>/<chapter>/`` that receives that chapter's outputs instead of results/<scale>/<chapter>/;
+the runner moves it into place only when the notebook succeeded).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class NotWritableError(OSError):
 
 
 def writable_dir(folder: Path, *, probe: bool = False) -> Path:
-    """Create `folder` (and parents) and check that files can be created in it; return it.
+    """Create `folder` (and parents, mode 0o777 & ~umask: with umask 0002 a group can share them) and check that
+    files can be created in it; return it.
 
     probe=False checks with os.access (cheap, called often); probe=True creates and removes a file, which also
     catches what os.access cannot see (e.g. a full disk). Raises the OSError met.
@@ -67,6 +69,19 @@ def results_root() -> Path:
                                "set NHT_RESULTS to a writable folder") from err
 
 
+CACHE_ENV = "NHT_CACHE"
+
+
+def cache_root() -> Path:
+    """The run cache's folder: $NHT_CACHE when set (a folder of its own, e.g. one a group shares: make it setgid
+    and group-writable and work with umask 0002), else results_root()/cache.
+
+    $NHT_CACHE is not created or checked here: a cache that this user may only read still serves its entries
+    (`RunCache.check_writable` fails before any training that would need to store one)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else results_root() / "cache"
+
+
 CHAPTER_OUT_ENV = "NHT_CHAPTER_OUT"
 DEFAULT_SEED = 0  # the seed of the book's own runs (the chapters' default): its results live in the default folders
 
@@ -79,35 +94,109 @@ def staged_dir(chapter: str, scale: str) -> Path | None:
     return path if path is not None and (path.parent.name, path.name) == (scale, chapter) else None
 
 
-def final_chapter_dir(chapter: str, scale: str, seed: Any = None) -> Path:
-    """Where a chapter's results live (not created): results/<scale>/<chapter>/ for the book's seed (seed None or
-    DEFAULT_SEED), results/<scale>/seed-<seed>/<chapter>/ for any other seed, so other seeds never replace the
-    book's results."""
+VARIANT_PREFIX = "variant-"  # results/<scale>/variant-<hash>/<chapter>/: a run with other settings than the book's
+
+
+def final_chapter_dir(chapter: str, scale: str, seed: Any = None, variant: dict[str, Any] | None = None) -> Path:
+    """Where a chapter's results live (not created): results/<scale>/<chapter>/ for the book's own run (seed None or
+    DEFAULT_SEED, no variant), results/<scale>/seed-<seed>/<chapter>/ for any other seed, and
+    results/<scale>/variant-<hash>/<chapter>/ when `variant` — the parameters that differ from the notebook's
+    defaults other than scale and seed, e.g. a threshold — is not empty (hash over the seed and those parameters).
+    So neither other seeds nor other settings ever replace the book's results."""
+    if variant:
+        import json
+
+        settings = json.dumps({"seed": seed, **variant}, sort_keys=True, default=str).encode()
+        return results_root() / scale / f"{VARIANT_PREFIX}{hashlib.sha256(settings).hexdigest()[:10]}" / chapter
     if seed is None or seed == DEFAULT_SEED:
         return results_root() / scale / chapter
     return results_root() / scale / f"seed-{seed}" / chapter
 
 
+UNSTAGED = "unstaged"  # results/<scale>/unstaged/<chapter>/: a notebook run outside the runner writes here
+_TOLD_UNSTAGED: set[Path] = set()  # the unstaged folders already announced in this process
+
+
+def unstaged_dir(chapter: str, scale: str) -> Path:
+    """Where a chapter notebook executed outside the runner (plain papermill, Jupyter) writes its results (not
+    created): results/<scale>/unstaged/<chapter>/. Neither the builder nor the Scoreboard ever reads it."""
+    return results_root() / scale / UNSTAGED / chapter
+
+
+def in_notebook_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (papermill, nbval, Jupyter all run notebooks in one)."""
+    import sys
+
+    if "ipykernel" not in sys.modules:  # not imported: surely no kernel (and nothing is imported here for it)
+        return False
+    from ipykernel.kernelapp import IPKernelApp
+
+    return IPKernelApp.initialized()
+
+
 def chapter_dir(chapter: str, scale: str) -> Path:
-    """Outputs of one chapter at one scale (created): results/<scale>/<chapter>/ (claims.csv, executed notebook,
-    figures), or the runner's staging folder ($NHT_CHAPTER_OUT) while `nhtlib.cli.runner` runs this chapter."""
-    path = staged_dir(chapter, scale) or final_chapter_dir(chapter, scale)
+    """Outputs of one chapter at one scale (created): the runner's staging folder ($NHT_CHAPTER_OUT) while
+    `nhtlib.cli.runner` runs this chapter; in a notebook kernel without it (plain papermill, Jupyter, other
+    parameters) `unstaged_dir`, announced once, so that only the book's own run writes the book's results; else
+    (library code called from a script or a test) results/<scale>/<chapter>/, whose files the builder and the
+    Scoreboard then see as "foreign" (`nhtlib.report.manifest.check_folder`: not in its run.json)."""
+    path = staged_dir(chapter, scale)
+    if path is None and in_notebook_kernel():
+        path = unstaged_dir(chapter, scale)
+        if path not in _TOLD_UNSTAGED:
+            _TOLD_UNSTAGED.add(path)
+            import sys
+
+            print(f"note: this notebook runs outside the book's runner, so its results go to {path} (the book and "
+                  f"its Scoreboard never read them); `python -m nhtlib run {chapter}` makes the book's results",
+                  file=sys.stderr)
+    path = path or final_chapter_dir(chapter, scale)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def chapter_files(scale: str, pattern: str) -> list[Path]:
-    """Files matching `pattern` (e.g. 'claims.csv') in every chapter's default folder results/<scale>/<chapter>/
-    (seed-<s>/ folders are left out), sorted by chapter. While the runner runs a chapter, that chapter's staging
-    folder takes the place of its default folder, so a chapter reads its own fresh outputs, not the last run's."""
+RUN_RECORD = "run.json"  # the record a successful run leaves in its chapter folder (`nhtlib.cli.runner.finish_run`)
+
+
+def is_stray_folder(folder: Path) -> bool:
+    """Whether a results folder was made by a run of a notebook that is no longer the book's (a renamed or removed
+    chapter, or a folder renamed by hand): its run.json names another chapter, or neither the notebook it records
+    nor notebooks/<folder name>.ipynb exists. A folder without a readable run.json is not called stray here (its
+    state, "not executed" or "foreign", is `nhtlib.report.manifest.check_folder`'s to say)."""
+    import json
+
+    try:
+        record = json.loads((folder / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict) or record.get("chapter", folder.name) != folder.name:
+        return True
+    notebooks = [Path(record["notebook"])] if record.get("notebook") else []
+    if repo_root() is not None:
+        notebooks.append(repo_root() / "notebooks" / f"{folder.name}.ipynb")
+    return not any(p.exists() for p in notebooks)
+
+
+def chapter_folders(scale: str) -> dict[str, Path]:
+    """chapter -> the folder the book reads it from at this scale: every results/<scale>/<chapter>/ except
+    seed-<s>/ (other seeds), variant-<hash>/ (other settings), unstaged/ (runs outside the runner), hidden folders
+    and stray ones (`is_stray_folder`);
+    while the runner runs a chapter, that chapter's staging folder takes the place of its default folder."""
     root = results_root() / scale
     folders = {p.name: p for p in (root.iterdir() if root.is_dir() else [])
-               if p.is_dir() and not p.name.startswith(("seed-", "."))}
+               if p.is_dir() and p.name != UNSTAGED and not p.name.startswith(("seed-", VARIANT_PREFIX, "."))
+               and not is_stray_folder(p)}
     env = os.environ.get(CHAPTER_OUT_ENV)
     staged = staged_dir(Path(env).name, scale) if env else None
     if staged is not None:
         folders[staged.name] = staged
-    return [f for name in sorted(folders) for f in sorted(folders[name].glob(pattern))]
+    return dict(sorted(folders.items()))
+
+
+def chapter_files(scale: str, pattern: str) -> list[Path]:
+    """Files matching `pattern` (e.g. 'claims.csv') in the folder of every chapter the book reads
+    (`chapter_folders`), sorted by chapter: a chapter being run reads its own fresh outputs, not the last run's."""
+    return [f for folder in chapter_folders(scale).values() for f in sorted(folder.glob(pattern))]
 
 
 def default_data_root() -> Path | None:
@@ -167,11 +256,28 @@ def git_commit() -> str:
 
 # Writing files: atomically (temporary file in the same folder + rename), so a reader never sees half a file.
 
+def current_umask() -> int:
+    """The process's umask, read from /proc/self/status (Linux) without changing it; elsewhere it is set and put
+    back at once (racy between threads, which share it; only where /proc is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically, with the mode open() gives a new file (0o666 & ~umask): mkstemp's 0600
+    would keep every other user, a group sharing the folder included, from reading it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

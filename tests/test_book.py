@@ -243,7 +243,8 @@ window.addEventListener("load", function () {
       return {text: c.textContent.trim(), id: fig ? fig.id : "",
               numbers: c.querySelectorAll(".caption-number").length};
     });
-    var figRefs = Array.from(document.querySelectorAll("article a[href^='#fig-']")).map(function (a) {
+    // links in the text to a figure of this page; a caption's own permalink (the "#" Sphinx adds) is no such link
+    var figRefs = Array.from(document.querySelectorAll("article a[href^='#fig-']:not(.headerlink)")).map(function (a) {
       return {text: a.textContent.trim(), target: a.getAttribute("href").slice(1)};
     });
     document.querySelectorAll("details").forEach(function (d) { d.open = true; });
@@ -278,6 +279,9 @@ window.addEventListener("load", function () {
       downloads: Array.from(document.querySelectorAll(".nht-provenance a")).map(function (a) {
         return a.getAttribute("href") || "";
       }).filter(function (h) { return /\\.ipynb$/.test(h); }),
+      takeaways: Array.from(document.querySelectorAll(".nht-provenance a")).map(function (a) {
+        return a.getAttribute("href") || "";
+      }).filter(function (h) { return /_downloads[/]/.test(h) && !/\\.ipynb$/.test(h); }),
       verdict_right: Array.from(document.querySelectorAll(".nht-provenance td:nth-child(2)")).map(function (td) {
         return td.getBoundingClientRect().right;
       }),
@@ -388,6 +392,16 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     assert report["downloads"], f"{name}: no download link for the notebook"
     download = (page.parent / report["downloads"][0]).resolve()
     assert download.exists() and download.suffix == ".ipynb", f"{name}: the download link is broken"
+    # ... and the links to its numbers: claims, run tables (chapters that train), every figure as SVG and PNG
+    taken = {Path(h).name: (page.parent / h).resolve() for h in report["takeaways"]}
+    for file, where in taken.items():
+        assert where.is_file() and where.stat().st_size > 0, f"{name}: the box links {file}, which is not in the site"
+    wanted = {"claims.csv", "runs.parquet", "runs_summary.csv"}  # chapter 6's tables: the runs it reads
+    assert wanted <= set(taken), f"{name}: the box does not link {sorted(wanted - set(taken))}"
+    figures = {Path(f).stem for f in taken if f.endswith((".svg", ".png"))}
+    assert figures and all({f"{stem}.svg", f"{stem}.png"} <= set(taken) for stem in figures), \
+        f"{name}: the box does not link every figure as both SVG and PNG"
+    assert len(figures) >= len(report["captions"]), f"{name}: {len(report['captions'])} figures, {figures} linked"
     _check_layout(name, report)
     # at phone width the verdicts at a glance are visible without scrolling sideways
     phone = _probe(page, browser_profile, width=420)
@@ -417,25 +431,31 @@ def test_browser_chapter_page(name, built_book, browser_profile, tmp_path):
     assert extrema[1] - extrema[0] > 50, f"{name}: the screenshot is uniform {extrema}"
 
 
-CAPTION_NUMBER = re.compile(r"^Fig\. (\d+\.\d+[a-z]?) —")
+CAPTION_NUMBER = re.compile(r"^Fig\. (\d+)\.(\d+) ")  # the number Sphinx puts before a caption (numfig)
+TYPED_NUMBER = re.compile(r"^\s*(—\s*)?Figs?\. \d")  # a number typed into the caption after Sphinx's
 
 
 def _check_figure_numbers(name: str, report: dict) -> None:
-    """Every caption carries one number, typed ("Fig. 2.1 — …", no Sphinx "Fig. 5" before it), its figure's name
-    follows it (fig-2-1), and every in-page reference to a figure says that figure's number."""
+    """Every figure carries exactly one number, rendered by Sphinx ("Fig. <chapter>.<n>", n = 1, 2, … in page
+    order, in a caption-number span) and none typed into its caption; every figure is named (fig-ch<N>-…), and
+    every in-page link to a figure ({numref}) points at a figure of this page and says its number."""
+    chapter = CHAPTERS.index(name) + 1
     numbers = {}
-    for caption in report["captions"]:
+    for n, caption in enumerate(report["captions"], 1):
         match = CAPTION_NUMBER.match(caption["text"])
-        assert caption["numbers"] == 0 and match, f"{name}: caption not numbered once: {caption['text'][:60]!r}"
-        assert len(re.findall(r"\bFig\. \d", caption["text"].split("—")[0])) == 1, caption["text"][:60]
-        numbers[caption["id"]] = match.group(1)
-        if caption["id"].startswith("fig-"):
-            assert caption["id"] == "fig-" + match.group(1).replace(".", "-"), (name, caption["id"], match.group(1))
+        assert caption["numbers"] == 1 and match, \
+            f"{name}: caption not numbered once by Sphinx: {caption['text'][:60]!r} ({caption['numbers']} numbers)"
+        assert (int(match.group(1)), int(match.group(2))) == (chapter, n), \
+            f"{name}: figure {n} of chapter {chapter} is numbered {match.group(0).strip()!r}"
+        assert not TYPED_NUMBER.match(caption["text"][match.end():]), \
+            f"{name}: a figure number is typed into the caption: {caption['text'][:60]!r}"
+        assert caption["id"].startswith(f"fig-ch{chapter}-"), f"{name}: figure {n} has no name fig-ch{chapter}-…"
+        numbers[caption["id"]] = f"{chapter}.{n}"
     for ref in report["fig_refs"]:
-        if ref["target"] in numbers and ref["text"].startswith("Fig."):
-            said = ref["text"].split()[1].rstrip(",;:)")
-            assert said == numbers[ref["target"]] or said.rstrip("abcdefgh") == numbers[ref["target"]], \
-                f"{name}: the text says {ref['text']!r} for the figure numbered {numbers[ref['target']]}"
+        assert ref["target"] in numbers, f"{name}: {ref['text']!r} links #{ref['target']}, no figure of this page"
+        said = ref["text"].split()[-1].rstrip(",;:)")
+        assert ref["text"].startswith("Fig.") and said.rstrip("abcdefgh") == numbers[ref["target"]], \
+            f"{name}: the text says {ref['text']!r} for the figure numbered {numbers[ref['target']]}"
 
 
 def _check_layout(name: str, report: dict) -> None:

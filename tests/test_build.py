@@ -173,3 +173,69 @@ def test_the_introduction_lists_the_registered_chapters(tmp_path, monkeypatch):
     for row, chapter in zip(rows, CHAPTERS.values()):
         assert f"<../notebooks/{chapter.name}>" in row and chapter.title in row
         assert chapter.summary and chapter.summary in row and row.endswith("| not run at this scale |")
+
+
+def _executed_chapter(chapter, root, scale="smoke"):
+    """A chapter folder as a run of `root`/notebooks/<chapter>.ipynb leaves it: executed notebook, claims.csv, a
+    figure and run.json with its manifest."""
+    from nhtlib.report import manifest
+
+    notebook = _notebook(root / "notebooks" / f"{chapter}.ipynb")
+
+    folder = paths.final_chapter_dir(chapter, scale)
+    _notebook(folder / "executed.ipynb")
+    pd.DataFrame({"chapter": [chapter], "id": ["P1"], "verdict": ["reproduced"]}).to_csv(folder / "claims.csv",
+                                                                                         index=False)
+    (folder / "figures").mkdir()
+    (folder / "figures" / "lambda-sweep.svg").write_text("<svg/>")
+    manifest.write_manifest(folder, {"chapter": chapter, "notebook": str(notebook), "identity": "id-1"})
+    return folder
+
+
+def test_the_site_publishes_a_chapter_whose_results_are_not_its_runs_only_with_a_warning(tmp_path):
+    from nhtlib.report import manifest
+
+    root, source = _book(tmp_path / "root"), tmp_path / "site"
+    folder = _executed_chapter("01_a", root)
+    build.stage_site(["01_a"], "smoke", root, source, rebuilt=False)
+    page = (source / "notebooks" / "01_a.ipynb").read_bytes()
+    assert page == (folder / "executed.ipynb").read_bytes()  # current: published as it is
+    (folder / "claims.csv").write_text("chapter,id,verdict\n01_a,P1,not reproduced\n")  # written after its run
+    assert "notebooks/01_a.ipynb" in build.stage_site(["01_a"], "smoke", root, source, rebuilt=False)
+    cells = nbformat.read(str(source / "notebooks" / "01_a.ipynb"), as_version=4).cells
+    assert "nht-stale" in cells[1].metadata["tags"] and cells[1].source.startswith(":::{warning}")
+    assert "**foreign**" in cells[1].source and "- `claims.csv changed after its run`" in cells[1].source
+    # with the builder's states (the page it would make now), a stale page says so too
+    stale = {"01_a": manifest.FolderStatus("stale", ("made by another page",))}
+    build.stage_site(["01_a"], "smoke", root, source, rebuilt=False, states=stale)
+    assert "**stale**" in nbformat.read(str(source / "notebooks" / "01_a.ipynb"), as_version=4).cells[1].source
+
+
+def test_the_site_holds_each_chapters_linked_files_and_the_claims_zip(tmp_path):
+    import zipfile
+
+    from nhtlib.report import exports
+
+    root, source = _book(tmp_path / "root"), tmp_path / "site"
+    folder = _executed_chapter("01_a", root)
+    changed = build.stage_site(["01_a"], "smoke", root, source, rebuilt=False)
+    files = source / "notebooks" / "01_a_files"  # beside notebooks/01_a.ipynb: the box's {download} links
+    assert (files / "claims.csv").read_bytes() == (folder / "claims.csv").read_bytes()
+    assert (files / "figures" / "lambda-sweep.svg").read_text() == "<svg/>"
+    assert {"notebooks/01_a_files/claims.csv", "notebooks/01_a_files/figures/lambda-sweep.svg"} <= set(changed)
+    zipped = source / "book" / exports.claims_zip_name("smoke")  # beside the Scoreboard page
+    assert zipfile.ZipFile(zipped).namelist() == ["claims-smoke/01_a/claims.csv"]
+    assert build.stage_site(["01_a"], "smoke", root, source, rebuilt=False) == []  # unchanged bytes: untouched
+    (folder / "figures" / "lambda-sweep.svg").unlink()  # a figure its run made is gone: from the site too
+    assert build.stage_site(["01_a"], "smoke", root, source, rebuilt=False) == [
+        "notebooks/01_a.ipynb", "notebooks/01_a_files/figures/lambda-sweep.svg"]  # the page warns: foreign now
+    assert not (files / "figures" / "lambda-sweep.svg").exists()
+
+
+def test_the_build_lists_each_chapters_state():
+    from nhtlib.report import manifest
+
+    text = build.states_text({"01_a": manifest.FolderStatus("current"),
+                              "02_b": manifest.FolderStatus("foreign", ("claims.csv changed after its run",))})
+    assert text.splitlines() == ["  01_a                       current",
+                                 "  02_b                       foreign: claims.csv changed after its run"]

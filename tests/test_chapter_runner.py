@@ -17,10 +17,14 @@ CHAPTER = "tiny"
 @pytest.fixture
 def notebooks(tmp_path):
     """A throw-away chapter: parameters scale/seed/value/fail, claims saved, then a failure when fail=True, and
-    a check that the chapter reads back its own fresh claims (not the last run's) while it is staged."""
+    a check that the chapter reads back its own fresh claims (not the last run's) while it is staged. The defaults
+    of value and fail come from $TINY_VALUE / $TINY_FAIL: a run with those is still the book's own run (its
+    parameters are the defaults), while `-p value x` is another variant with a folder of its own."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell('scale = "smoke"\nseed: int = 0\nvalue = "first"\nfail = False')
+    params = nbformat.v4.new_code_cell('import os\nscale = "smoke"\nseed: int = 0\n'
+                                       'value = os.environ.get("TINY_VALUE", "first")\n'
+                                       'fail = bool(int(os.environ.get("TINY_FAIL", "0")))')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [
         params,
@@ -47,22 +51,34 @@ def run(notebooks, **parameters):
     return chapters.run_chapter(CHAPTER, {"scale": "smoke", **parameters}, notebook_dir=notebooks, progress=False)
 
 
+def run_as_book(notebooks, monkeypatch, value=None, fail=False):
+    """The book's own run (default parameters) with the notebook's defaults for value / fail set by environment."""
+    monkeypatch.setenv("TINY_FAIL", "1" if fail else "0")
+    if value is None:
+        monkeypatch.delenv("TINY_VALUE", raising=False)
+    else:
+        monkeypatch.setenv("TINY_VALUE", value)
+    return run(notebooks)
+
+
 def results():
     return paths.results_root() / "smoke" / CHAPTER
 
 
-def test_success_writes_claims_and_run_json(notebooks, tmp_path, capsys):
+def test_success_writes_claims_and_run_json(notebooks, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TINY_VALUE", "second")
     out = tmp_path / "copy" / "executed.ipynb"
+    out.parent.mkdir()
     assert chapters.main(["run", CHAPTER, "--notebooks", str(notebooks), "-p", "scale", "smoke",
-                          "-p", "value", "second", "--out", str(out)]) == 0
+                          "--out", str(out)]) == 0
     assert str(out) in capsys.readouterr().out
     folder = results()
     assert sorted(p.name for p in folder.iterdir()) == ["claims.csv", "executed.ipynb", "run.json"]
     assert out.read_bytes() == (folder / "executed.ipynb").read_bytes()  # --out: a copy there too
     record = json.loads((folder / "run.json").read_text())
     assert record["seed"] == 0 and record["scale"] == "smoke" and record["chapter"] == CHAPTER
-    assert record["parameters"] == {"scale": "smoke", "value": "second"}
-    assert record["defaults"]["seed"] == "0" and record["defaults"]["fail"] == "False"
+    assert record["parameters"] == {"scale": "smoke"} and record["variant"] == {}
+    assert record["defaults"]["seed"] == "0" and "TINY_FAIL" in record["defaults"]["fail"]
     for field in ("git_commit", "nhtlib_source_hash", "started_at", "finished_at"):
         assert record[field]
     assert record["wall_time_s"] > 0
@@ -70,19 +86,38 @@ def test_success_writes_claims_and_run_json(notebooks, tmp_path, capsys):
     assert not list((paths.results_root() / ".staging").iterdir())  # nothing left behind
 
 
-def test_failed_run_keeps_the_last_good_results(notebooks):
-    good = run(notebooks)
+def test_failed_run_keeps_the_last_good_results(notebooks, monkeypatch):
+    good = run_as_book(notebooks, monkeypatch)
     before = {name: (results() / name).read_bytes() for name in ("executed.ipynb", "claims.csv", "run.json")}
     with pytest.raises(chapters.ChapterError, match="RuntimeError: failing on purpose") as info:
-        run(notebooks, fail=True, value="broken")
+        run_as_book(notebooks, monkeypatch, value="broken", fail=True)
     failed = results() / "failed.ipynb"
     assert str(failed) in str(info.value) and failed.exists()
     assert "failing on purpose" in failed.read_text()
     assert {name: (results() / name).read_bytes() for name in before} == before  # byte-identical
     assert claims.load_claims("smoke").ours.tolist() == ["first seed=0"]
-    run(notebooks, value="again")  # the next success replaces everything, the stale failure included
+    run_as_book(notebooks, monkeypatch, value="again")  # the next success replaces everything, the failure included
     assert good.exists() and not failed.exists()
     assert claims.load_claims("smoke").ours.tolist() == ["again seed=0"]
+
+
+def test_other_settings_go_to_their_own_folder(notebooks):
+    # Catches: `nhtlib run -p value x` (a non-default setting, not the book's page) replacing the book's results.
+    run(notebooks)
+    book = {name: (results() / name).read_bytes() for name in ("claims.csv", "executed.ipynb", "run.json")}
+    out = run(notebooks, value="other")
+    variant = out.parent
+    assert variant.parent.name.startswith(paths.VARIANT_PREFIX) and variant.name == CHAPTER
+    assert json.loads((variant / "run.json").read_text())["variant"] == {"value": "other"}
+    assert run(notebooks, value="other") == out  # the same settings: the same folder
+    assert run(notebooks, value="third") != out
+    assert {name: (results() / name).read_bytes() for name in book} == book
+    assert claims.load_claims("smoke").ours.tolist() == ["first seed=0"]  # the Scoreboard: the book's own run only
+    # where and how it runs is not another page: device and data folder keep the book's folder; a threshold does not
+    declared = chapters.notebook_parameters(chapters.notebook_path("03_border_cifar"))
+    assert chapters.results_variant({"scale": "cpu", "seed": 0, "device": "cuda", "data_root": "/d"}, declared) == {}
+    assert chapters.results_variant({"scale": "cpu", "clean_threshold": 0.3}, declared) == {"clean_threshold": 0.3}
+    assert chapters.results_variant({"scale": "cpu", "clean_threshold": 0.25}, declared) == {}  # the default
 
 
 def test_other_seed_goes_to_its_own_folder(notebooks):
@@ -116,26 +151,28 @@ def test_load_claims_reads_the_default_folders_only():
     assert claims.load_claims("smoke").ours.tolist() == ["book"]
 
 
-def test_swap_puts_the_old_folder_back_when_the_new_one_cannot_move_in(tmp_path, monkeypatch):
-    final, staged, scratch = tmp_path / "final", tmp_path / "staged", tmp_path / "scratch"
-    for folder, text in [(final, "old"), (staged, "new")]:
-        folder.mkdir()
-        (folder / "claims.csv").write_text(text)
-    scratch.mkdir()
+def test_swap_puts_the_old_folder_back_when_the_new_one_cannot_move_in(monkeypatch):
+    final = paths.results_root() / "smoke" / CHAPTER
+    final.mkdir(parents=True)
+    (final / "claims.csv").write_text("old")
+    staging = chapters.open_staging(CHAPTER, "smoke", final)
+    (staging.staged / "claims.csv").write_text("new")
     real_replace = os.replace
 
     def replace(src, dst):
-        if str(src) == str(staged):
+        if str(src) == str(staging.staged):
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
 
     monkeypatch.setattr(chapters.os, "replace", replace)
     with pytest.raises(OSError, match="No space"):
-        chapters._swap_in(staged, final, scratch)
+        chapters.swap_in(staging)
     assert (final / "claims.csv").read_text() == "old"
     monkeypatch.setattr(chapters.os, "replace", real_replace)
-    chapters._swap_in(staged, final, scratch)
+    chapters.swap_in(staging)
     assert (final / "claims.csv").read_text() == "new"
+    chapters.discard(staging)
+    assert not staging.scratch.exists()
 
 
 # provenance: the box on top of every executed chapter, and the page identity the book builder compares --------

@@ -58,7 +58,7 @@ def test_the_opening_table_is_made_from_the_claims():
     for line, claim in zip(table[2:], toy.CHAPTER.claims):
         assert claim.where and claim.test
         assert line.startswith(f"| **{claim.id}** |") and claim.where in line and claim.test in line
-    assert "{ref}`Fig. 1.3a <fig-1-3>`" in toy.CHAPTER.claim("T2").where
+    assert "{numref}`Fig. {number}a <fig-ch1-delay-law>`" in toy.CHAPTER.claim("T2").where
 
 
 def test_judge_on_a_known_summary():

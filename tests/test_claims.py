@@ -1,5 +1,6 @@
 """Claims (nhtlib.report.claims): declared claims judged on a chapter's analysed runs, recorded, shown, saved, loaded
 back and counted — on hand-made per-seed statistics (no training)."""
+import re
 from dataclasses import replace
 
 import pandas as pd
@@ -85,7 +86,7 @@ def test_overview_markdown_one_row_per_claim_in_order_and_escapes_pipes():
     assert lines[0].startswith("| claim |") and lines[1] == "|---|---|---|---|"
     assert len(lines) == 2 + len(claims)
     assert lines[2].startswith("| **P2** |") and lines[3].startswith("| **P1** |")
-    assert "‖θ‖ \\| λ falls. *Paper:* Spearman −1 [paper, Table 3]" in lines[2]
+    assert "‖θ‖ \\| λ falls. *Paper:* Spearman −1 \\[paper, Table 3\\]" in lines[2]  # shown as written, no link
     assert "{ref}`sec-norm`" in lines[2] and "Spearman ρ per seed" in lines[2]
     assert lines[3].endswith("| — | — |")  # no `where`, no `test`
     assert all(line.count(" | ") == 3 for line in lines[2:])  # four cells: the | in the statement is escaped
@@ -118,3 +119,77 @@ def test_verdict_counts_keeps_verdict_order_and_a_total_row():
     counts = nht.claims.verdict_counts(frame, by="source")
     assert list(counts.columns) == [REPRODUCED, PARTLY, INCONCLUSIVE]
     assert counts.loc["NHT"].tolist() == [0, 1, 1] and counts.loc["total"].tolist() == [1, 1, 1]
+
+
+def test_a_verdict_outside_the_known_set_is_counted_and_named():
+    # Catches: 7 claims, counts total 5 (verdicts the Scoreboard does not know, or none, dropped out of the counts).
+    frame = pd.DataFrame({"chapter": ["a"] * 4 + ["b"] * 3, "id": [f"C{i}" for i in range(7)],
+                          "source": ["NHT", "NHT", "book", None, "NHT", "NSDL", "odd"],
+                          "verdict": [REPRODUCED, "confirmed", PARTLY, INCONCLUSIVE, None, REPRODUCED,
+                                      nht.verdicts.NOT_TESTABLE],
+                          "untested": [""] * 6 + ["because"]})
+    for by in ("chapter", "source"):
+        counts = nht.claims.verdict_counts(frame, by=by)
+        assert counts.loc["total"].sum() == len(frame), by
+        assert counts.loc["total", "unknown verdict"] == 2
+    by_source = nht.claims.verdict_counts(frame, by="source")
+    assert by_source.loc["(not recorded)"].sum() == 1 and by_source.loc["odd", "not testable: reason not recorded"] == 1
+    assert nht.claims.unknown_verdicts(frame) == ["a C1 ('confirmed')", "b C4 (no verdict)"]
+    headline = nht.claims.headline_markdown(frame)
+    assert "**2 claims with an unknown verdict**" in headline and "a C1 ('confirmed'); b C4 (no verdict)" in headline
+    assert sum(int(line.split(" — ")[1].split(" claims")[0]) for line in headline.splitlines()[:-1]) == len(frame)
+    assert nht.claims.verdict_tally(frame.verdict) == (
+        "2 reproduced · 1 partly · 1 inconclusive · 1 not testable here · 2 unknown verdict")
+
+
+HOSTILE = "<img src=x onerror=alert(1)> {ref}`x <y>` $x$ a|b **fake**"
+
+
+def test_claim_text_is_escaped_wherever_it_reaches_a_page():
+    row = replace(claim("P1").judge(ANALYSED), statement=HOSTILE, ours=HOSTILE, note=HOSTILE)
+    paragraph = nht.claims.verdict_markdown(row)
+    raw = re.compile(r"(?<!\\)<img")  # an "<img" that is not escaped
+    assert not raw.search(paragraph) and "\\<img src=x onerror=alert(1)\\>" in paragraph
+    assert "\\{ref\\}\\`x \\<y\\>\\`" in paragraph and "\\$x\\$" in paragraph and "\\*\\*fake\\*\\*" in paragraph
+    assert paragraph.startswith("**P1** — ")  # the id a section's target is found by (provenance.claim_sections)
+    frame = pd.DataFrame({"chapter": ["01_a", "01_a"], "id": ["P1", "P`2"], "verdict": [REPRODUCED, HOSTILE],
+                          "statement": [HOSTILE] * 2, "paper": [HOSTILE] * 2, "ours": [HOSTILE] * 2})
+    sections = nht.claims.chapter_sections_markdown(frame, {"01_a": "1. A <b>title</b>"}, {"01_a": {"P1": "01_a-c-1"}})
+    rows = [line for line in sections.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows[0].startswith("| {ref}`P1 <01_a-c-1>` | **reproduced** | \\<img")
+    assert rows[1].startswith("| P\\`2 | **\\<img")  # an id that cannot be a safe link is shown, unlinked
+    assert all(line.count(" | ") == 4 for line in rows)  # five cells: no "|" of a value splits one
+    assert not raw.search(sections) and "### 1\\. A \\<b\\>title\\</b\\>" in sections  # the title: no link either
+    html = nht.claims.style_claims(frame[["id", "verdict", "statement"]]).to_html()
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_the_scoreboards_provenance_table_shows_each_folders_state(tmp_path, monkeypatch):
+    from nhtlib.paths import final_chapter_dir
+    from nhtlib.report import manifest, provenance
+
+    def made(chapter, identity):
+        folder = final_chapter_dir(chapter, "smoke")
+        folder.mkdir(parents=True)
+        (folder / "claims.csv").write_text("id,verdict\nP1,reproduced\n")
+        manifest.write_manifest(folder, {"chapter": chapter, "identity": identity, "parameters": {"seed": 0},
+                                         "runs": 3, "runs_trained": 1, "runs_cached": 2, "git_commit": "abc",
+                                         "finished_at": "2026-01-01T10:00", "wall_time_s": 5})
+        return folder
+
+    made("01_toy_norm_hierarchy", "id-now")
+    made("02_grokking", "id-before")
+    edited = made("03_border_cifar", "id-now")
+    (edited / "claims.csv").write_text("id,verdict\nP1,reproduced by hand\n")
+    asked = []
+
+    def expected(chapter, parameters):
+        asked.append((chapter, parameters))
+        return "id-now"
+
+    table = provenance.chapter_table("smoke", ["01_toy_norm_hierarchy", "02_grokking", "03_border_cifar",
+                                               "05_dlr_batchnorm"], expected_identity=expected)
+    assert list(table.state) == ["current", "stale", "foreign", "missing"]
+    assert "claims.csv changed after its run" in table.loc["03_border_cifar", "why"]
+    assert table.loc["01_toy_norm_hierarchy", "runs (trained, cached)"] == "3 (1, 2)"
+    assert asked[0] == ("01_toy_norm_hierarchy", {"scale": "smoke", "seed": 0})  # the parameters of its run

@@ -350,21 +350,27 @@ def test_truncated_pickle_names_the_file(tmp_path):
 
 # --------------------------------------------------------------------------------- 5. torchvision's readers
 
-def test_pickles_read_by_torchvision_and_official_md5_recorded(tmp_path, monkeypatch):
-    """Defect 5: official-style pickles go through torchvision's CIFAR10 reader (our completeness check replaces
-    its MD5 check); meta records whether the files are the official ones; Python-3 (bytes-key) pickles still
-    load, through the reader of last resort, to the same arrays."""
+def test_pickles_read_to_torchvisions_arrays_and_official_md5_recorded(tmp_path, monkeypatch):
+    """Defect 5 (and issue 26's restricted reader): the pickles are read by the package's restricted unpickler, to
+    the arrays torchvision's CIFAR10 reader builds (rows of "data" reshaped to (N, 3, 32, 32), labels in file
+    order), for str-key (official) and bytes-key (Python 3) batches alike; meta records whether the files are the
+    official ones."""
     folder = write_cifar10_pickles(tmp_path / "str", str_keys=True)
     write_cifar10_pickles(tmp_path / "bytes")
-    monkeypatch.setattr(cifar, "_read_by_hand", lambda *a: pytest.fail("torchvision's reader was not used"))
+    batches = []
+    for name in cifar.PICKLE_FILES["cifar10"]["train"]:
+        with open(folder / name, "rb") as fh:  # the test's own trusted fixture: plain pickle is fine here
+            batches.append(pickle.load(fh, encoding="latin1"))
+    expected_x = torch.from_numpy(np.vstack([b["data"] for b in batches]).reshape(-1, 3, 32, 32))
+    expected_y = torch.tensor([v for b in batches for v in b["labels"]])
     task = cifar.CIFARTask(n_train=50, n_test=10, data_root=str(tmp_path / "str"))
     data = task.build(0)
     assert data.meta["data"]["official_md5"] is False and data.meta["data"]["layout"] == "pickle"
-    monkeypatch.undo()
     sums = {f.name: hashlib.md5(f.read_bytes()).hexdigest() for f in folder.iterdir()}
     monkeypatch.setattr(cifar, "official_md5", lambda name: sums)
     assert cifar.load_cifar_checked("cifar10", str(tmp_path / "str"))[1]["official_md5"] is True
     a, b = cifar.load_cifar("cifar10", str(tmp_path / "str")), cifar.load_cifar("cifar10", str(tmp_path / "bytes"))
+    assert torch.equal(a["train"][0], expected_x) and torch.equal(a["train"][1], expected_y)
     assert all(torch.equal(a[s][i], b[s][i]) for s in ("train", "test") for i in (0, 1))
     from torchvision.datasets import CIFAR10, CIFAR100
     assert cifar.PICKLE_FILES["cifar10"]["train"] == [f for f, _ in CIFAR10.train_list]
@@ -372,7 +378,7 @@ def test_pickles_read_by_torchvision_and_official_md5_recorded(tmp_path, monkeyp
 
 
 def test_read_image_matches_pillow(tmp_path):
-    """torchvision's decoder gives PIL's pixels for JPEG (4:2:0), grey PNG and RGBA PNG (alpha dropped)."""
+    """read_image gives PIL's RGB pixels for JPEG (4:2:0), grey PNG and RGBA PNG (alpha dropped)."""
     rng = np.random.default_rng(0)
     smooth = np.kron(rng.integers(0, 256, (6, 5, 3)), np.ones((8, 8, 1))).astype(np.uint8)
     cases = {"a.jpg": (Image.fromarray(smooth), {"quality": 75}), "g.png": (Image.fromarray(smooth[..., 0]), {}),

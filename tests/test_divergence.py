@@ -100,3 +100,63 @@ def test_every_member_diverging_stops_the_batch_early(tmp_path):
     assert any("2 of 2" in m for m in messages)
     summary = nht.regimes.summarise_runs(table, ["lr"])
     assert (summary.regime == nht.regimes.DIVERGED).all() and "T_fit" in summary.columns
+
+
+# A finite blow-up (issue 26 item 8). Before: a loss that rose 10,000-fold stayed finite, so the run was kept and
+# summarised as a result.
+
+def falling_curve(n: int = 40, start: float = 0.69, end: float = 1e-4) -> list[float]:
+    """A noisy learning curve: geometric fall from `start` to `end`, every other point 1.3x up or down."""
+    return [v * (1.3 if i % 2 == 0 else 1 / 1.3) for i, v in enumerate(np.geomspace(start, end, n))]
+
+
+def test_blow_up_rule_on_series_with_known_answers():
+    blow_up_index = nht.divergence.blow_up_index
+    learnt = falling_curve()
+    # falls 7,000-fold, then rises past its first loss (0.897): flagged at 3.0, not at 0.5 (still below the start)
+    assert blow_up_index(learnt + [0.5, 3.0, 40.0, 900.0]) == len(learnt) + 1
+    # a 10x spike over the running minimum, then learning goes on
+    spiky = learnt[:20] + [10 * min(learnt[:20])] + learnt[20:]
+    assert blow_up_index(spiky) is None
+    # grokking's slingshot: from 1e-6 up 10,000-fold (far above the running minimum) but below the first loss
+    assert blow_up_index(falling_curve(end=1e-6) + [1e-2, 1e-4, 1e-6]) is None
+    # a run that learns nothing: never 1000x its minimum
+    assert blow_up_index([0.69, 0.7, 0.71, 0.69, 0.72] * 5) is None
+    # after the warm-up (two logged points), a 1e6-fold jump is one
+    assert blow_up_index([0.7, 1e6]) is None and blow_up_index([0.7, 0.6, 1e6]) == 2
+
+
+def test_blow_up_rule_is_elementwise_over_members():
+    import torch
+
+    flagged = nht.divergence.blew_up(torch.tensor([5.0, 0.5, 5.0]), torch.tensor([1e-4, 1e-4, 0.1]),
+                                     torch.tensor([0.7, 0.7, 0.7]), 3)
+    assert flagged.tolist() == [True, False, False]  # above the start but only 50x its minimum: not a blow-up
+
+
+def test_a_finite_blow_up_in_training_marks_the_member_diverged(tmp_path, monkeypatch):
+    """Plant a blow-up: from the 4th log (step 30) on, the evaluated training loss of member 1 is 1e4x the real
+    one. That member is recorded as diverged at step 30, its rows stop at step 20; member 0 is unaffected."""
+    real_evaluate = nht.train.evaluate
+    train_logs = []
+
+    def evaluate(model, split, k_members, batch_size, precision="fp32"):
+        loss, acc = real_evaluate(model, split, k_members, batch_size, precision)
+        if split.size == TASK.n_train:  # the training split (no train_eval_size: evaluated whole)
+            train_logs.append(len(train_logs))
+            if len(train_logs) > 3:
+                loss = loss.clone()
+                loss[1] *= 1e4
+        return loss, acc
+
+    monkeypatch.setattr(nht.train, "evaluate", evaluate)
+    table, messages = train(FINE_LRS, nht.RunCache(tmp_path / "blown"))
+    monkeypatch.undo()
+    blown, fine = table[table.lr == FINE_LRS[1]], table[table.lr == FINE_LRS[0]]
+    assert (blown.diverged_step == 30).all() and blown.step.max() == 20
+    assert any("diverged" in m and "1 of 2" in m and "at step 30" in m for m in messages), messages
+    alone, _ = train(FINE_LRS[:1], nht.RunCache(tmp_path / "alone"))
+    assert fine.diverged_step.isna().all()
+    pd.testing.assert_frame_equal(fine.drop(columns=["run", "wall_s"]).reset_index(drop=True),
+                                  alone.drop(columns=["run", "wall_s"]).reset_index(drop=True), rtol=1e-6,
+                                  check_like=True)

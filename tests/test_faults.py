@@ -148,7 +148,7 @@ def test_ctrl_c_then_rerun_recovers(tmp_path, clean_table):
         "a table without metadata was left behind"
     assert not _stray_files(cache), _stray_files(cache)
     for checkpoint in (cache / "checkpoints").glob("*.pt"):  # what is left must be readable
-        torch.load(checkpoint, weights_only=False)
+        torch.load(checkpoint, weights_only=True)
     rerun = _run_script(tmp_path, results, tmp_path / "rerun.parquet")
     pd.testing.assert_frame_equal(_strip(rerun), _strip(clean_table), check_exact=True)
     assert len(list((cache / "runs").glob("*.json"))) == N_MEMBERS

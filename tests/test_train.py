@@ -117,7 +117,10 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert list(checkpoints.glob("*.pt")), "no checkpoint was written before the kill"
     assert not (tmp_path / "never.parquet").exists()
     # resume (fast) in the same results folder, then an uninterrupted run elsewhere
-    subprocess.run([sys.executable, str(script), "fast", str(tmp_path / "resumed.parquet")], env=env, check=True)
+    resume = subprocess.run([sys.executable, str(script), "fast", str(tmp_path / "resumed.parquet")], env=env,
+                            check=True, capture_output=True, text=True)
+    # the killed run's checkpoint is read (weights_only), not refused or discarded: training resumed from it
+    assert "checkpoint" not in resume.stderr, resume.stderr
     env_clean = {**os.environ, "NHT_RESULTS": str(tmp_path / "clean")}
     subprocess.run([sys.executable, str(script), "fast", str(tmp_path / "clean.parquet")], env=env_clean, check=True)
     resumed = pd.read_parquet(tmp_path / "resumed.parquet").drop(columns=["wall_s"])

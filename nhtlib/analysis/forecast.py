@@ -321,7 +321,7 @@ class InverseLambdaBaseline:
         lam = np.array([t.weight_decay for t in runs])
         times = np.array([t.transition_step for t in runs])
         if len(runs) >= 3 and len(np.unique(lam)) >= 2:
-            line = fit_inverse_lambda(lam, times, n_boot=0)
+            line = fit_inverse_lambda(lam, times)
             self.a, self.b = line.slope, line.intercept
         else:
             self.a, self.b = 0.0, float(times.mean())

@@ -704,7 +704,7 @@ _CLAIMS = (
           where="§3.2, Table 3.1", test="Spearman ρ(λ, final ‖θ‖²)"),
     Claim(predictions.spec("P2", DOMAIN),  # = Table 2 #1, three-regime structure
           lambda r: predictions.regime_order(r.sum_a), note=lambda r: predictions.grid_note(r.sum_a),
-          where="§3.2, {ref}`Fig. 3.1 <fig-3-1>`", test="all three occur, in order of λ"),
+          where="§3.2, {numref}`fig-ch3-lambda-sweep`", test="all three occur, in order of λ"),
     Claim(ClaimSpec(
         "T2-2", "Norm peak-then-decay for λ ≥ 0.05 (Table 2 #2)",
         "✓ \"λ ≥ 0.05, up to 64% decay\" [paper, Table 2]; decay 5.0–64 % at λ = 0.05–1.0 [digitised, Fig. 1]",
@@ -737,14 +737,14 @@ _CLAIMS = (
         "[digitised, Fig. 2; end points paper]", "NHT",
         AtMost("the per-seed Spearman ρ(ρ, final clean accuracy) at λ = 0.1", T24_MAX_RHO)),
           lambda r: predictions.grid_spearman(r.sum_b, "final_clean_acc", lam="rho"),
-          where="§3.3, {ref}`Fig. 3.3 <fig-3-3>`", test="Spearman ρ(ρ, clean accuracy)"),
+          where="§3.3, {numref}`fig-ch3-rho-sweep`", test="Spearman ρ(ρ, clean accuracy)"),
     Claim(ClaimSpec(
         "B1", "Shortcut reliance rises with ρ and is complete at ρ = 1 (Fig. 2b)",
         "0.40 → 0.70 → 0.70 → 1.00 [digitised, Fig. 2b]; \"shortcut reliance = 1.0\" at ρ = 1.0 [paper]", "NHT",
         AllOf((("rises", AtLeast("the per-seed Spearman ρ(ρ, final shortcut reliance)", B1_MIN_RHO)),
                (B1_TOP, AtLeast("the per-seed final shortcut reliance at the largest ρ", B1_MIN_RELIANCE))))),
           _b1, note=lambda r: f"Largest ρ run: {float(r.sum_b.rho.max()):g}",
-          where="§3.3, {ref}`Fig. 3.3 <fig-3-3>`", test="Spearman ρ(ρ, reliance); reliance at ρ = 1"),
+          where="§3.3, {numref}`fig-ch3-rho-sweep`", test="Spearman ρ(ρ, reliance); reliance at ρ = 1"),
     Claim(ClaimSpec(
         "F2", "Stronger shortcuts produce larger norm gaps V_sc/V_st (Fig. 2 caption)",
         "\"stronger shortcuts produce larger norm gaps (V_sc/V_st)\" [paper, Fig. 2 caption]; no gap is measured per "
@@ -755,7 +755,7 @@ _CLAIMS = (
           note=lambda r: (f"{int((r.sum_b.regime == 'intermediate').sum())} transitioned runs in the ρ sweep; a seed "
                           f"needs {MIN_POINTS} ρ's with one (ρ = 1 never transitions, by the paper's design)"),
           where="§3.3", test="Spearman ρ(ρ, log V_peak/V_final) of transitioned runs"),
-    Claim(predictions.spec("P4", DOMAIN), _p4, note=_p4_note, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`",
+    Claim(predictions.spec("P4", DOMAIN), _p4, note=_p4_note, where="§3.4, {numref}`fig-ch3-layer-norms`",
           test="share of intermediate runs with the head first (runs)"),
     Claim(ClaimSpec(
         "F4b", "The total norm keeps growing while the head contracts (Fig. 4b)",
@@ -763,13 +763,13 @@ _CLAIMS = (
         "+73 % [paper-ed]", "NHT",
         AtLeast("the share of runs with a contracting head (runs as the unit) whose total ‖θ‖² at the end is at "
                 "least its value at the head's peak", MOST)),
-          _f4b, note=_layer_note, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`", test="share of runs, total grows"),
+          _f4b, note=_layer_note, where="§3.4, {numref}`fig-ch3-layer-norms`", test="share of runs, total grows"),
     Claim(ClaimSpec(
         "F4c", "The head / conv1 norm ratio falls after the head's peak (Fig. 4c)",
         "\"Ratio ‖θ⁽ᴸ⁾‖²/‖θ⁽¹⁾‖² decreases monotonically after epoch 60\" [paper, Fig. 4c]", "NHT",
         AtLeast(f"the share of runs with a contracting head (runs as the unit) whose Spearman ρ(epoch, head / conv1 "
                 f"norm) from the head's peak on is ≤ {FALLS_MAX_RHO:g}", MOST)),
-          _f4c, note=_layer_note, where="§3.4, {ref}`Fig. 3.4 <fig-3-4>`", test="share of runs, ratio falls"),
+          _f4c, note=_layer_note, where="§3.4, {numref}`fig-ch3-layer-norms`", test="share of runs, ratio falls"),
     Claim(ClaimSpec(
         "VH", "Norm hierarchy V_sc > V_st measured in vision (Def. 2.2)",
         "assumed [paper, Def. 2.2]; no V_sc or V_st is printed for CIFAR-10 [paper-ed]", "NHT",
@@ -783,7 +783,7 @@ _CLAIMS = (
         "shortcut-dominated (high ρ, low λ) ≤ 15 %; NHT centre 55–78 %; structured ≥ 75 %; suppressed ≤ 44 % "
         "[paper, Fig. 3 caption]", "NHT",
         AtMost("the per-seed highest final clean accuracy over the λ grid at ρ = 1", PH1_MAX_CLEAN)),
-          _ph1, note=_ph1_note, where="§3.5, {ref}`Fig. 3.5 <fig-3-5>`",
+          _ph1, note=_ph1_note, where="§3.5, {numref}`fig-ch3-regime-map`",
           test="highest clean accuracy at ρ = 1"),
     Claim(ClaimSpec(
         "AB1", "Clean accuracy ranks ResNet18+BN > no norm > SimpleCNN > ResNet18+GN (§5.8)",
@@ -792,7 +792,7 @@ _CLAIMS = (
                     for name, a, b in AB1_ORDER))),
           lambda r: {name: statistics.paired_difference(r.sum_abl, "model", x, y, "final_clean_acc")
                      for name, x, y in AB1_ORDER},
-          where="§3.6, {ref}`Fig. 3.6 <fig-3-6>`", test="paired differences"),
+          where="§3.6, {numref}`fig-ch3-ablation`", test="paired differences"),
     Claim(ClaimSpec(
         "AB2", "Peak-then-decay of ‖θ‖² in all four architectures, BN and GN decaying as strongly as printed (§5.8)",
         "BN 66 %, GN 67 % decay [paper, §5.8]; all four peak at epoch 50–60 [paper-ed]", "NHT",
@@ -801,7 +801,7 @@ _CLAIMS = (
               + tuple((f"{name} ≥ {AB2_MIN_DECAY:g} %",
                        AtLeast(f"the per-seed decay % of ‖θ‖² from its peak ({name})", AB2_MIN_DECAY))
                       for name in AB2_PRINTED))),
-          _ab2, where="§3.6, {ref}`Fig. 3.6 <fig-3-6>`", test="decay % per model; BN, GN ≥ 35 %"),
+          _ab2, where="§3.6, {numref}`fig-ch3-ablation`", test="decay % per model; BN, GN ≥ 35 %"),
     Claim(ClaimSpec(
         "AB3", "BatchNorm peaks earlier than no normalisation (§5.8)",
         "peak epoch 50 (BN) vs 60 (no norm) [paper, §5.8]", "NHT",
@@ -812,7 +812,7 @@ _CLAIMS = (
           lambda r: predictions.inverse_lambda_r2(transition_runs(r), f"T_{r.transition_time}"),
           control=_p6_control,
           note=_p6_note,
-          where="§3.7, {ref}`Fig. 3.7 <fig-3-7>`", test="R² of $T=a/\\lambda+b$, must stay below 0.9"),
+          where="§3.7, {numref}`fig-ch3-transition-time`", test="R² of $T=a/\\lambda+b$, must stay below 0.9"),
     Claim(predictions.spec("P5", DOMAIN), lambda r: predictions.separation_estimate(r.sum_a), where="§3.8",
           test="mean $S_{\\rm traj}$"),
     Claim(ClaimSpec(

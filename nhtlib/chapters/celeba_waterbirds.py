@@ -716,7 +716,7 @@ def _p6(s: pd.DataFrame) -> Estimate:
 
 
 P6_NOTE = "R² of T_head_peak = a/λ + b per seed, measured for information only"
-C42, W43 = "§4.2, {ref}`Fig. 4.1 <fig-4-1>`", "§4.3, {ref}`Fig. 4.3 <fig-4-3>`"  # where the claims are shown
+C42, W43 = "§4.2, {numref}`fig-ch4-celeba`", "§4.3, {numref}`fig-ch4-waterbirds`"  # where the claims are shown
 C_P3_RULE = AllOf((
     ("falls", AtMost("the per-seed Spearman ρ(λ, worst-group accuracy) over the runs that learned",
                      predictions.P3_MAX_RHO)),

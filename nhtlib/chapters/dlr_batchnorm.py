@@ -882,7 +882,7 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
         f"MNIST, construction unknown: rich 10.0 % test, D_LR 0.0087; lazy 74.4 %, 0.63 {UNVERIFIED}", "book",
         AllOf((("richer", AtLeast("the per-seed D_LR(lazy) − D_LR(rich)", DIRECTION)),
                ("worse", AtLeast("the per-seed test acc(lazy) − test acc(rich)", DIRECTION))))),
-        _r1, where="§5.2, {ref}`Fig. 5.1 <fig-5-1>`",
+        _r1, where="§5.2, {numref}`fig-ch5-shortcut-mnist`",
         test=r"lazy − rich differences of $\mathcal D_{LR}$ and test accuracy on Shortcut MNIST (ours)"),
     Claim(ClaimSpec(
         "G2", "The book's grokking set-up groks: the training set is memorised (train ≥ 99 %, test < 50 %), then the "
@@ -890,7 +890,7 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
         "the paper's Transformer on mod 97 groks (5.2 % test at step 200, 99.8 % at step 3000) [sec]; the MLP set-up "
         "here is ours (nht.md §7.4 calibration)", "book",
         AtLeast("the share of seeds that memorise, then grok", SEED_SHARE)),
-        _g2, where="§5.3, {ref}`Fig. 5.2 <fig-5-2>`", test="share of seeds that memorise, then generalise"),
+        _g2, where="§5.3, {numref}`fig-ch5-grokking`", test="share of seeds that memorise, then generalise"),
     Claim(ClaimSpec(
         "G1", "Grokking is a lazy → rich transition: D_LR falls from memorisation to after grokking",
         f"D_LR 0.51 at step 200 (5.2 % test) → 0.11 at step 3000 (99.8 %), 2-layer Transformer, mod 97 {UNVERIFIED}",
@@ -900,14 +900,14 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
                ("at T_grok", AtLeast(f"the per-seed fall of D_LR across T_grok ± h minus its fall over "
                                      f"[T_grok − 3h, T_grok − h] (h = {GROK_WINDOW:g} T_grok) of the seeds that "
                                      "grokked", DIRECTION))))),
-        _g1, note=_g1_note, ours=_g1_ours, where="§5.3, {ref}`Fig. 5.2 <fig-5-2>`",
+        _g1, note=_g1_note, ours=_g1_ours, where="§5.3, {numref}`fig-ch5-grokking`",
         test=r"fall of $\mathcal D_{LR}$ from memorisation to the end, and its fall across $T_{grok}$ beyond the "
              "fall before"),
     Claim(ClaimSpec(
         "A1", "D_LR rises with the target down-scaling α (lazier)",
         "D_LR 'changes consistently with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
         AtLeast("the per-seed Spearman ρ(α, final D_LR)", ALPHA_MIN_RHO)),
-        _a1, where="§5.4, {ref}`Fig. 5.3 <fig-5-3>`", test=r"Spearman ρ(α, $\mathcal D_{LR}$)"),
+        _a1, where="§5.4, {numref}`fig-ch5-alpha-sweep`", test=r"Spearman ρ(α, $\mathcal D_{LR}$)"),
     Claim(ClaimSpec(
         "A2", "‖θ‖² and S_init do not change with α",
         "‖θ‖_F² and S_init show 'no change with α' [sec][seed]; qualitative, no values [unknown]", "D_LR",
@@ -929,14 +929,14 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
                ("better", ArmComparison("the per-seed test acc(BN) − test acc(no BN)", DIRECTION,
                                             NO_BN_TRAINED))))),
         _b1, control=lambda runs: no_bn_trained(runs.of("batchnorm")), note=_b1_note,
-        where="§5.5, {ref}`Fig. 5.4 <fig-5-4>`",
+        where="§5.5, {numref}`fig-ch5-batchnorm`",
         test=r"no BN − BN differences of $\mathcal D_{LR}$, BN − no BN of test accuracy, if the no-BN arm trained"),
     Claim(ClaimSpec(
         "L1", "The best learning rate is also the richest (ResNet18)",
         f"ResNet18 on CIFAR-100, lr 0.005 / 0.05 / 0.2: D_LR 0.053 / 0.025 / 0.039, test 66.3 / 78.3 / 74.5 % "
         f"{UNVERIFIED}", "D_LR",
         AtLeast("the share of seeds whose best-test-accuracy lr is also their lowest-D_LR lr", SEED_SHARE)),
-        _l1, note=_measured_on("lr"), where="§5.6, {ref}`Fig. 5.5 <fig-5-5>`",
+        _l1, note=_measured_on("lr"), where="§5.6, {numref}`fig-ch5-resnet18`",
         test="share of seeds whose best lr is their richest"),
     Claim(ClaimSpec(
         "L2", "Fitting shuffled labels is as rich as fitting true labels (rich without generalising)",
@@ -944,7 +944,7 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
         Equivalent("the per-seed relative gap (D_LR(shuffled) − D_LR(true)) / D_LR(true)", SHUFFLE_MARGIN,
                    PositiveControl("the per-seed train accuracy on the shuffled labels minus chance",
                                    SHUFFLE_FITTED))),
-        _l2, control=_l2_control, note=_measured_on("shuffle"), where="§5.6, {ref}`Fig. 5.5 <fig-5-5>`",
+        _l2, control=_l2_control, note=_measured_on("shuffle"), where="§5.6, {numref}`fig-ch5-resnet18`",
         test=r"shuffled − true $\mathcal D_{LR}$, relative to the true one, inside ±25 % (null claim, with a "
              "positive control)"),
     Claim(ClaimSpec(
@@ -955,6 +955,6 @@ CHAPTER = Chapter(NAME, "5. Dynamical richness D_LR", __name__, summary=SUMMARY,
         AllOf((("utilisation", AtLeast("the per-seed k(Π̂ ≥ 0.9) of lazy minus rich", DIRECTION)),
                ("spectrum", AtLeast("the per-seed participation ratio of ρ, lazy minus rich", DIRECTION)),
                ("about C", AtMost("the per-seed k(Π̂ ≥ 0.9) of the rich arm divided by C", RICH_MAX_PER_CLASS))))),
-        _e1, where="§5.7, {ref}`Fig. 5.6 <fig-5-6>`",
+        _e1, where="§5.7, {numref}`fig-ch5-eigen`",
         test="lazy − rich of k(Π̂ ≥ 0.9) and of the participation ratio; the rich k(Π̂ ≥ 0.9) at most 2 C"),
 ) + UNTESTED_CLAIMS)  # the order in which the notebook's sections discuss them; the untested ones last (§5.8)

@@ -197,7 +197,7 @@ def _per_seed_line(summary: pd.DataFrame, x: str, y: str) -> tuple[list[float], 
     slopes, r2s = [], []
     for _, g in summary.groupby("seed"):
         g = g[np.isfinite(g[x]) & np.isfinite(g[y])]
-        fit = delay_law.fit_linear(g[x], g[y], n_boot=0) if len(g) >= 3 and np.ptp(g[x]) > 0 else None
+        fit = delay_law.fit_linear(g[x], g[y]) if len(g) >= 3 and np.ptp(g[x]) > 0 else None
         slopes.append(fit.slope if fit else float("nan"))
         r2s.append(fit.r2 if fit else float("nan"))
     return slopes, r2s
@@ -379,16 +379,16 @@ CHAPTER = Chapter(
         Claim(predictions.spec("P1", DOMAIN), lambda summary: predictions.grid_spearman(summary, "V_final"),
               where="§1.3", test="Spearman ρ(λ, final ‖θ‖²)"),
         Claim(predictions.spec("P2", DOMAIN), lambda summary: predictions.regime_order(_at_middle(summary)),
-              where="§1.3, {ref}`Fig. 1.1 <fig-1-1>`–{ref}`1.2 <fig-1-2>`, Table 1.1",
+              where="§1.3, {numref}`fig-ch1-transition`–{numref}`fig-ch1-regime-map`, Table 1.1",
               test="all three occur, in order of λ"),
-        Claim(DELAY_LAW, delay_law_fit, note=delay_law_note, where="§1.4, {ref}`Fig. 1.3a <fig-1-3>`",
+        Claim(DELAY_LAW, delay_law_fit, note=delay_law_note, where="§1.4, {numref}`Fig. {number}a <fig-ch1-delay-law>`",
               test="R² and slope of measured vs predicted delay; slope at fixed λ across α"),
         Claim(predictions.spec("P6", DOMAIN),
               lambda summary: predictions.inverse_lambda_r2(_intermediate(_at_middle(summary)), "T_struct"),
-              where="§1.4, {ref}`Fig. 1.3b <fig-1-3>`", test=r"R² of $T=a/\lambda+b$"),
+              where="§1.4, {numref}`Fig. {number}b <fig-ch1-delay-law>`", test=r"R² of $T=a/\lambda+b$"),
         Claim(CONTRACTION, contraction_factor, note=contraction_note, where="§1.4",
               test="median fitted $c$, in the theory's range"),
-        Claim(HEAD_FIRST, output_layer_first, note=head_first_note, where="§1.5, {ref}`Fig. 1.4 <fig-1-4>`",
+        Claim(HEAD_FIRST, output_layer_first, note=head_first_note, where="§1.5, {numref}`fig-ch1-layer-norms`",
               test="share of intermediate runs with the output layer first (a construction check)"),
         Claim(CLEAN_SEPARATION, clean_separation, note=separation_note, where="§1.5",
               test=r"$S_{\rm traj}$ and sharpness $W$ of the runs that reached the shortcut and decay"),

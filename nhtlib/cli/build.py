@@ -7,19 +7,26 @@ Command line (``make book`` runs the first)::
 
 1. **Chapters, one at a time** ("chapter i of N"). A chapter whose page identity (`nhtlib.cli.runner.chapter_runs`:
    its cells, parameters, nhtlib's source hash and the cache keys of its runs, which hold their data fingerprints)
-   equals the one in the ``run.json`` of its last successful run is up to date and skipped. Otherwise each of its
+   equals the one in the ``run.json`` of its last successful run, and whose results files are all as that run left
+   them (`nhtlib.report.manifest.check_folder`: "current", not "stale" or "foreign"), is up to date and skipped.
+   Otherwise each of its
    declared sweeps (`nhtlib.chapters.CHAPTERS`) is trained here, in this process, so that the terminal shows the sweep, its
    runs trained against found in the cache and a progress bar with an ETA per batched group; then the runner
    executes the notebook (papermill), which reads every run from the cache, and swaps its results in with the
    provenance box on top.
-2. **A table of wall time per chapter** (training, notebook, runs trained and cached).
-3. **The site**: a source tree ``_build/site-src/`` holding the book's pages and each chapter's executed notebook,
-   built by jupyter-book without executing the chapters again (only the Scoreboard and the plan page, which read
-   the chapters' results, are executed). Files are rewritten only when their bytes change, so Sphinx re-reads
-   exactly the pages whose content changed.
+2. **A table of wall time per chapter** (training, notebook, runs trained and cached) and the state of every
+   chapter's results (current, stale, foreign, not executed, and why).
+3. **The site**: a source tree ``_build/site-src/`` holding the book's pages, each chapter's executed notebook and
+   the files its provenance box links (``notebooks/<chapter>_files/``: claims.csv, run tables, figures; the
+   Scoreboard's zip of every claim beside it in ``book/``), built by jupyter-book without executing the chapters
+   again (only the Scoreboard and the plan page, which read the chapters' results, are executed). A chapter whose
+   results are not current (``--chapters`` builds leave the others as they are) is published with a warning on top
+   that says why. Files are rewritten only when their bytes change, so Sphinx re-reads exactly the pages whose
+   content changed.
 
-A failure names the chapter, the cell and the error and stops the build before the site; every run that finished
-is in the run cache and every chapter that finished has its results, so the next build resumes from them.
+A failure names the chapter, the cell and the error (one line; also for a dead kernel, a full disk) and stops the
+build before the site; every run that finished is in the run cache and every chapter that finished has its
+results, so the next build resumes from them (a swap a kill interrupted is finished first, `recover_staging`).
 """
 from __future__ import annotations
 
@@ -53,6 +60,7 @@ class ChapterReport:
     train_s: float = 0.0
     notebook_s: float = 0.0
     error: str = ""
+    state: str = ""  # its results folder's state after the build (`nhtlib.report.manifest.STATES`)
 
     @property
     def wall_s(self) -> float:
@@ -63,62 +71,72 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def is_up_to_date(chapter: str, parameters: dict[str, Any], *,
-                  notebook_dir: str | os.PathLike | None = None) -> tuple[bool, Any]:
-    """(whether the chapter's last successful run made the page these parameters would make now, its runs as
-    `nhtlib.cli.runner.chapter_runs`); parameters must name the scale."""
+def chapter_state(chapter: str, parameters: dict[str, Any], *,
+                  notebook_dir: str | os.PathLike | None = None) -> tuple[Any, Any]:
+    """(what the chapter's results folder holds against the page these parameters would make now, as
+    `nhtlib.report.manifest.check_folder`'s FolderStatus; its runs as `nhtlib.cli.runner.chapter_runs`);
+    parameters must name the scale."""
     from nhtlib.cli.runner import chapter_runs
-    from nhtlib.report.provenance import read_record
+    from nhtlib.report.manifest import check_folder
 
     runs = chapter_runs(chapter, parameters, notebook_dir=notebook_dir)
-    record = read_record(final_chapter_dir(chapter, parameters["scale"]))
-    fresh = (record is not None and record.get("identity") == runs.identity
-             and (final_chapter_dir(chapter, parameters["scale"]) / "executed.ipynb").exists())
-    return fresh, runs
+    return check_folder(final_chapter_dir(chapter, parameters["scale"]), runs.identity), runs
+
+
+def is_up_to_date(chapter: str, parameters: dict[str, Any], *,
+                  notebook_dir: str | os.PathLike | None = None) -> tuple[bool, Any]:
+    """(whether the chapter's results folder is "current": made by the page these parameters would make now,
+    every file as its run left it, `chapter_state`; its runs as `nhtlib.cli.runner.chapter_runs`)."""
+    status, runs = chapter_state(chapter, parameters, notebook_dir=notebook_dir)
+    return status.current, runs
 
 
 def build_chapter(chapter: str, parameters: dict[str, Any], *, device: str = "auto",
                   force: bool = False) -> ChapterReport:
     """Bring one chapter's results up to date (see the module docstring); raises ChapterError on a failure."""
+    from nhtlib.cli.runner import cache_snapshot, run_chapter, sweeps_of, trained_since
     from nhtlib.engine.cache import RunCache
-    from nhtlib.cli.runner import run_chapter
-    from nhtlib.cli.runner import sweeps_of
-
     from nhtlib.engine.source import run_source_hash
+    from nhtlib.report.provenance import read_record
 
     source_hash.cache_clear()  # the library may have been edited since the last chapter: key runs on what is there
     run_source_hash.cache_clear()
-    fresh, runs = is_up_to_date(chapter, parameters)
-    if fresh and not force:
+    status, runs = chapter_state(chapter, parameters)
+    if status.current and not force:
         _say(f"  up to date: its page was made from these {len(runs.keys)} runs, cells, parameters and library "
              f"(identity {runs.identity[:12]}); not executed")
-        return ChapterReport(chapter, "up to date", runs=len(runs.keys))
+        return ChapterReport(chapter, "up to date", runs=len(runs.keys), state=status.state)
+    if not force:
+        _say(f"  results {status.describe()}")
     cache = RunCache()
-    trained, t0 = 0, time.perf_counter()
+    trained, t0 = set(), time.perf_counter()
     for sweep in sweeps_of(chapter, parameters["scale"], parameters.get("data_root")) or []:
         total, cached = sweep.cached(cache)
         _say(f"  sweep {sweep.name!r}: {total} runs, {cached} found in the cache, {total - cached} to train")
         if cached < total:
+            before = cache_snapshot(sweep.member_keys())
             sweep.run(device=device, progress=True, cache=cache)
-            trained += total - cached
+            trained |= trained_since(before)
     train_s = time.perf_counter() - t0
     before = len(cache.keys())
     _say("  executing the notebook (its runs come from the cache)")
     t1 = time.perf_counter()
-    run_chapter(chapter, parameters, trained_before=trained, train_time_s=train_s, progress=True)
+    run_chapter(chapter, parameters, trained_keys=trained, train_time_s=train_s, progress=True)
     notebook_s = time.perf_counter() - t1
     extra = len(cache.keys()) - before
     if extra:
         _say(f"  note: the notebook trained {extra} runs that its declared sweeps (nhtlib.chapters.CHAPTERS) do not list")
-    return ChapterReport(chapter, "built", runs=len(runs.keys), trained=trained + extra, train_s=train_s,
-                         notebook_s=notebook_s)
+    record = read_record(final_chapter_dir(chapter, parameters["scale"])) or {}
+    return ChapterReport(chapter, "built", runs=len(runs.keys), trained=int(record.get("runs_trained", 0)) + extra,
+                         train_s=train_s, notebook_s=notebook_s, state="current")
 
 
 def build_chapters(chapters: list[str], scale: str, *, data_root: str | None = None, device: str = "auto",
                    force: bool = False, keep_going: bool = False) -> list[ChapterReport]:
     """Every chapter in order; stops at the first failure (its report has status 'FAILED' and the error), or with
     `keep_going` goes on with the next chapters (whose runs and records do not depend on the failed one's page)."""
-    from nhtlib.cli.runner import ChapterError
+    from nhtlib.cli.runner import ChapterError, failure_line
+    from nhtlib.config import ConfigError
 
     parameters = {"scale": scale, **({"data_root": data_root} if data_root else {}),
                   **({"device": device} if device != "auto" else {})}
@@ -127,10 +145,11 @@ def build_chapters(chapters: list[str], scale: str, *, data_root: str | None = N
         _say(f"[chapter {i} of {len(chapters)}] {chapter} (scale {scale})")
         try:
             report = build_chapter(chapter, parameters, device=device, force=force)
-        except ChapterError as err:
-            report = ChapterReport(chapter, "FAILED", error=str(err))
+        except (ChapterError, ConfigError, OSError) as err:  # one line each; the build goes on or stops
+            report = ChapterReport(chapter, "FAILED", error=str(err) if not isinstance(err, OSError)
+                                   else failure_line(err))
             reports.append(report)
-            _say(f"  FAILED: {err}")
+            _say(f"  FAILED: {report.error}")
             if keep_going:
                 continue
             break
@@ -216,10 +235,16 @@ def site_config(root: Path) -> bytes:
             + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)).encode()
 
 
-def stage_site(chapters: list[str], scale: str, root: Path, source: Path, *, rebuilt: bool) -> list[str]:
+def stage_site(chapters: list[str], scale: str, root: Path, source: Path, *, rebuilt: bool,
+               states: dict[str, Any] | None = None) -> list[str]:
     """Fill the site source tree `source` from the checkout `root` and the chapters' executed notebooks; returns
     the files whose bytes changed. `rebuilt`: some chapter was executed or the library changed, so the pages that
-    read the chapters' results are re-read even where their own text did not change."""
+    read the chapters' results are re-read even where their own text did not change. `states`: chapter -> its
+    folder's FolderStatus (`chapter_state`; default: `check_folder` of its files alone). A chapter that is not
+    "current" is published with a warning box on top saying why (its page is part of the book's table of contents,
+    so leaving it out would break the site; a reader sees it is not this build's)."""
+    from nhtlib.report.manifest import check_folder
+
     changed = []
     source.mkdir(parents=True, exist_ok=True)
     if _sync_bytes(site_config(root), source / "_config.yml"):
@@ -238,25 +263,77 @@ def stage_site(chapters: list[str], scale: str, root: Path, source: Path, *, reb
                 os.utime(source / rel)  # re-read (and so re-executed) by the site build
                 changed.append(rel.as_posix())
     for chapter in chapters:
-        executed = final_chapter_dir(chapter, scale) / "executed.ipynb"
+        folder = final_chapter_dir(chapter, scale)
+        executed = folder / "executed.ipynb"
         if not executed.exists():
             raise FileNotFoundError(f"chapter {chapter} has no executed notebook at {executed}; build it first")
-        if _sync_bytes(executed.read_bytes(), source / "notebooks" / f"{chapter}.ipynb"):
+        status = (states or {}).get(chapter) or check_folder(folder)
+        data = executed.read_bytes() if status.current else _with_warning(executed.read_bytes(), chapter, status)
+        if _sync_bytes(data, source / "notebooks" / f"{chapter}.ipynb"):
             changed.append(f"notebooks/{chapter}.ipynb")
+        changed += stage_takeaways(chapter, folder, source)
+    changed += _stage_claims_zip(scale, source)
     modules = source / "node_modules"
     if not modules.exists() and (root / "node_modules").exists():
         modules.symlink_to(root / "node_modules", target_is_directory=True)
     return changed
 
 
+def stage_takeaways(chapter: str, folder: Path, source: Path) -> list[str]:
+    """Copy the files the chapter's provenance box links (`nhtlib.report.provenance.linked_files`: claims.csv, its
+    run tables, its figures) from its results folder to ``<source>/notebooks/<chapter>_files/`` beside its page
+    (`provenance.files_folder`), where the box's {download} links find them (Sphinx copies each into the html's
+    _downloads/); files its run no longer has are removed. Returns the changed files."""
+    from nhtlib.report.provenance import files_folder, linked_files
+
+    rel_target = f"notebooks/{files_folder(chapter)}"
+    target = source / rel_target
+    wanted = linked_files(folder)
+    changed = [f"{rel_target}/{rel}" for rel in wanted if _sync_bytes((folder / rel).read_bytes(), target / rel)]
+    for old in sorted(target.rglob("*")) if target.is_dir() else []:
+        if old.is_file() and old.relative_to(target).as_posix() not in wanted:
+            old.unlink()
+            changed.append(f"{rel_target}/{old.relative_to(target).as_posix()}")
+    return changed
+
+
+def _stage_claims_zip(scale: str, source: Path) -> list[str]:
+    """The zip of every chapter's claims (`nhtlib.report.exports.claims_zip_bytes`) beside the Scoreboard page,
+    ``book/<exports.claims_zip_name(scale)>``, where its {download} link finds it."""
+    from nhtlib.report import exports
+
+    rel = f"book/{exports.claims_zip_name(scale)}"
+    return [rel] if _sync_bytes(exports.claims_zip_bytes(scale), source / rel) else []
+
+
+def _with_warning(notebook: bytes, chapter: str, status: Any) -> bytes:
+    """The executed notebook with a warning box under its title: its results are stale or foreign, and why."""
+    import nbformat
+
+    from nhtlib.report.claims import markdown_code
+
+    nb = nbformat.reads(notebook.decode(), as_version=4)
+    reasons = "\n".join(f"- {markdown_code(r)}" for r in status.reasons)
+    text = (f":::{{warning}}\nThe results on this page are **{status.state}**: they are not what this build's "
+            f"page of {markdown_code(chapter)} would show.\n\n{reasons}\n\n"
+            f"Re-run it: {markdown_code('python -m nhtlib build --chapters ' + chapter)}.\n:::")
+    cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["nht-stale"]})
+    if (nb.nbformat, nb.nbformat_minor) >= (4, 5):
+        cell["id"] = "nht-results-warning"  # a fixed id: the same warning gives the same bytes (no re-read)
+    else:
+        cell.pop("id", None)
+    nb.cells.insert(1 if nb.cells else 0, cell)
+    return nbformat.writes(nb).encode()
+
+
 def build_site(chapters: list[str], scale: str, *, root: Path, output: Path, flags: list[str],
-               rebuilt: bool) -> int:
+               rebuilt: bool, states: dict[str, Any] | None = None) -> int:
     """Stage the site source and run jupyter-book on it (html in ``<output>/_build/html``); its exit status."""
     source = output / SITE_SOURCE
     marker = source / ".nht-site.json"
     previous = json.loads(marker.read_text()) if marker.exists() else {}
     rebuilt = rebuilt or previous.get("source_hash") != source_hash() or previous.get("scale") != scale
-    changed = stage_site(chapters, scale, root, source, rebuilt=rebuilt)
+    changed = stage_site(chapters, scale, root, source, rebuilt=rebuilt, states=states)
     _say(f"[site] {len(changed)} changed source files: {', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''}")
     jb = Path(sys.executable).with_name("jupyter-book")
     command = [str(jb) if jb.exists() else "jupyter-book", "build", str(source), "--path-output", str(output), *flags]
@@ -268,7 +345,9 @@ def build_site(chapters: list[str], scale: str, *, root: Path, output: Path, fla
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nhtlib build", description=__doc__.split("\n\n")[0])
+    from nhtlib.cli.main import program_name
+
+    parser = argparse.ArgumentParser(prog=f"{program_name()} build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=None, help="smoke, cpu or paper (default: $NHT_SCALE, else cpu)")
     parser.add_argument("--chapters", default=None, help="comma-separated chapter names (default: every chapter)")
     parser.add_argument("--data-root", default=None, help="the data folder (default: $NHT_DATA_ROOT or ../shared/data)")
@@ -283,9 +362,29 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nhtlib.cli.runner import list_chapters
+    """`python -m nhtlib build`: its exit status; every failure is one line (what, the file, the fix)."""
+    from nhtlib.cli.runner import failure_line
 
-    args = _parse_args(argv)
+    try:
+        return _main(_parse_args(argv))
+    except Exception as err:  # outside a notebook cell (those are ChapterErrors, reported per chapter)
+        print(f"error: {failure_line(err)}", file=sys.stderr)
+        return 1
+
+
+def chapter_states(chapters: list[str], parameters: dict[str, Any]) -> dict[str, Any]:
+    """chapter -> its results folder's FolderStatus against the page it would have now (`chapter_state`)."""
+    return {chapter: chapter_state(chapter, parameters)[0] for chapter in chapters}
+
+
+def states_text(states: dict[str, Any]) -> str:
+    """The build's closing list of results: one line per chapter, its state and, unless current, why."""
+    return "\n".join(f"  {chapter:<26} {status.describe()}" for chapter, status in states.items())
+
+
+def _main(args: argparse.Namespace) -> int:
+    from nhtlib.cli.runner import list_chapters, recover_staging
+
     root = repo_root()
     if root is None:
         print("error: nhtlib must be installed from a checkout of the book (pip install -e .)", file=sys.stderr)
@@ -302,10 +401,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown chapters {', '.join(unknown)}; available: {', '.join(everything)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
+    recover_staging()  # a run or build killed mid-swap: finish its swap, clean its staging area
     _say(f"nht-book: {len(chapters)} chapters at scale {scale} (nhtlib source {source_hash()})")
     reports = build_chapters(chapters, scale, data_root=args.data_root, device=args.device, force=args.force,
                              keep_going=args.keep_going)
     _say("\n" + wall_time_table(reports))
+    parameters = {"scale": scale, **({"data_root": args.data_root} if args.data_root else {}),
+                  **({"device": args.device} if args.device != "auto" else {})}
+    states = chapter_states(everything, parameters)
+    _say("\nresults at scale " + scale + ":\n" + states_text(states))
     failed = [r for r in reports if r.status == "FAILED"]
     if failed:
         for report in failed:
@@ -314,15 +418,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.no_site:
         return 0
-    if len(chapters) != len(everything):
-        missing = [c for c in everything if c not in chapters and
-                   not (final_chapter_dir(c, scale) / "executed.ipynb").exists()]
-        if missing:
-            _say(f"[site] not built: chapters {', '.join(missing)} have never been executed at scale {scale}")
-            return 1
+    missing = [c for c, status in states.items() if status.state in ("missing", "not executed")
+               or not (final_chapter_dir(c, scale) / "executed.ipynb").exists()]
+    if missing:
+        _say(f"[site] not built: chapters {', '.join(missing)} have never been executed at scale {scale}")
+        return 1
+    unchecked = [c for c, status in states.items() if not status.current]
+    if unchecked:
+        _say(f"[site] warning: {', '.join(unchecked)} published with a warning on top: their results are not "
+             "this build's (see above)")
     output = Path(args.path_output) if args.path_output else root
     code = build_site(everything, scale, root=root, output=output, flags=args.sphinx_flags.split(),
-                      rebuilt=any(r.status == "built" for r in reports))
+                      rebuilt=any(r.status == "built" for r in reports), states=states)
     _say(f"[site] {'built' if code == 0 else 'FAILED'} in {time.perf_counter() - started:,.0f} s in all: "
          f"open {output / '_build' / 'html' / 'index.html'}")
     return code

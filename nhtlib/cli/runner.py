@@ -19,17 +19,27 @@ is reported as the reason the run failed.
 Where results go (no run ever leaves a mixture of old and new, or replaces good results by a failure):
 
 - The notebook runs with its outputs redirected (``$NHT_CHAPTER_OUT``, see :func:`nhtlib.paths.chapter_dir`) into a
-  staging folder ``results/.staging/<unique>/<scale>/<chapter>/``.
-- On success the runner adds ``executed.ipynb`` and ``run.json`` (parameters passed, the parameters cell's defaults,
-  seed, scale, git commit, nhtlib source hash, start/end time, wall time) and swaps the staging folder in place of the
-  chapter's results folder in one rename (same filesystem), so ``claims.csv`` always matches ``executed.ipynb``.
+  staging area ``results/.staging/<unique>/<scale>/<chapter>/`` (`open_staging`). A notebook executed without it
+  (plain papermill, Jupyter) writes to ``results/<scale>/unstaged/<chapter>/``, which the book never reads.
+- On success the runner adds the run tables (`nhtlib.report.exports.write_tables`), ``executed.ipynb`` with its
+  provenance box and ``run.json`` (parameters passed, those that differ from the parameters cell's defaults, seed,
+  scale, git commit, nhtlib source hash, page identity, runs trained and cached as counted from the cache, the
+  runs' environments, times, and the manifest: the sha256 of every file, `nhtlib.report.manifest`), then swaps the
+  staging folder in place of the chapter's results folder (`swap_in`: two renames on one filesystem, journalled in
+  the staging area's ``swap.json``; a kill between any two steps is finished by the next run or build,
+  `recover_staging`). So ``claims.csv`` always matches ``executed.ipynb`` and its run.json, and anything written
+  into the folder afterwards makes it "foreign" (`nhtlib.report.manifest.check_folder`).
 - On failure the results folder keeps its last good contents; the failed executed notebook is written beside them
-  as ``failed.ipynb`` (removed by the next successful run) and the ChapterError names it.
-- The results folder depends on the seed: the book's seed (0, every chapter's default) uses
-  ``results/<scale>/<chapter>/``, which the Scoreboard reads; any other seed ``s`` uses
-  ``results/<scale>/seed-<s>/<chapter>/`` (see :func:`nhtlib.paths.final_chapter_dir`), so it never replaces the
-  book's results.
-- ``--out PATH`` writes a copy of the executed (or failed) notebook to PATH as well.
+  as ``failed.ipynb`` (removed by the next successful run) and the ChapterError names it. Every failure outside a
+  cell (a dead kernel, a full disk, a bad ``--out``) is one line: what failed, the file, the fix; the staging area
+  is always removed.
+- The results folder depends on the seed and the settings: the book's own run (seed 0, every chapter's default, and
+  the notebook's defaults for every parameter but `BOOK_SETTINGS`) uses ``results/<scale>/<chapter>/``, which the
+  Scoreboard reads; any other seed ``s`` uses ``results/<scale>/seed-<s>/<chapter>/``, and other settings (e.g.
+  ``-p clean_threshold 0.3``) ``results/<scale>/variant-<hash>/<chapter>/`` (see
+  :func:`nhtlib.paths.final_chapter_dir`), so neither ever replaces the book's results.
+- ``--out PATH`` writes a copy of the executed (or failed) notebook to PATH as well: its folder must exist and be
+  writable (checked before the run; the copy is made after the swap, so it never costs the run its results).
 """
 from __future__ import annotations
 
@@ -37,6 +47,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -45,7 +56,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 from nhtlib.config import SCALES, ConfigError
 from nhtlib.paths import CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit, repo_root, results_root, source_hash
@@ -210,20 +221,160 @@ def _quiet_known_parameters(names: set[str]) -> Iterator[None]:
         pm_logger.removeFilter(log_filter)
 
 
-def _swap_in(staged: Path, final: Path, scratch: Path) -> None:
-    """Replace the folder `final` by `staged` (both on one filesystem): the old one is renamed aside into `scratch`,
-    the new one renamed in (the old one is put back if that fails); the caller removes `scratch`."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    previous = scratch / "previous"
-    had_previous = final.exists()
-    if had_previous:
-        os.replace(final, previous)
+# The staged swap ---------------------------------------------------------------------------------------------
+# A run writes into results/.staging/<unique>/<scale>/<chapter>/ and swaps it in at the end. The staging folder's
+# journal (swap.json: state, paths, owner pid and host) lets the next run or build finish a swap that a crash cut
+# short: "running" (the notebook had not finished: discard), "swapping" (the new results are complete: move them
+# in, from wherever the two renames stopped), "done" (only the clean-up was left).
+
+STAGING = ".staging"
+JOURNAL = "swap.json"
+STALE_STAGING_S = 3600  # a staging folder without a journal (an older runner's) is removed once this old
+
+
+@dataclasses.dataclass(frozen=True)
+class Staging:
+    """One run's staging area: `scratch` (results/.staging/<unique>/, removed at the end), `staged` (the folder
+    the notebook writes, $NHT_CHAPTER_OUT: scratch/<scale>/<chapter>/) and `final` (the results folder it
+    replaces)."""
+
+    scratch: Path
+    staged: Path
+    final: Path
+
+    @property
+    def previous(self) -> Path:
+        return self.scratch / "previous"  # the old results, between the two renames of the swap
+
+    @property
+    def journal(self) -> Path:
+        return self.scratch / JOURNAL
+
+
+def open_staging(chapter: str, scale: str, final: Path) -> Staging:
+    """A fresh staging area (journal state "running") for a run of `chapter` whose results go to `final`; under
+    results/, so that the swap's renames stay on one filesystem."""
+    root = results_root() / STAGING
+    root.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=root, prefix=f"{chapter}-"))
+    staging = Staging(scratch, scratch / scale / chapter, final)
     try:
-        os.replace(staged, final)
+        _write_journal(staging, "running")
+        staging.staged.mkdir(parents=True)
     except BaseException:
-        if had_previous:
-            os.replace(previous, final)
+        shutil.rmtree(scratch, ignore_errors=True)
         raise
+    return staging
+
+
+def _write_journal(staging: Staging, state: str) -> None:
+    import socket
+
+    journal = {"state": state, "staged": str(staging.staged), "final": str(staging.final), "pid": os.getpid(),
+               "host": socket.gethostname()}
+    atomic_write_bytes(staging.journal, json.dumps(journal, indent=1).encode())
+
+
+def swap_in(staging: Staging) -> None:
+    """Replace the folder `staging.final` by `staging.staged`: journal "swapping", rename the old folder aside,
+    rename the new one in, journal "done". Killed between any two steps, `recover_staging` finishes the job; an
+    error (e.g. a full disk) puts the old folder back and is raised. The caller removes the staging area."""
+    staging.final.parent.mkdir(parents=True, exist_ok=True)
+    _write_journal(staging, "swapping")  # from here on the new results are complete: recovery moves them in
+    _finish_swap(staging)
+
+
+def _finish_swap(staging: Staging) -> None:
+    """Carry a swap on from wherever it stopped (idempotent), then journal "done"."""
+    final, staged, previous = staging.final, staging.staged, staging.previous
+    if staged.exists():
+        if final.exists():
+            if previous.exists():  # an older copy aside already (a swap retried): the one in place is newer
+                shutil.rmtree(previous)
+            os.replace(final, previous)
+        try:
+            os.replace(staged, final)
+        except BaseException:
+            if previous.exists() and not final.exists():
+                os.replace(previous, final)
+            raise
+    elif not final.exists() and previous.exists():  # the new results are gone: the old ones go back
+        os.replace(previous, final)
+    _write_journal(staging, "done")
+
+
+def discard(staging: Staging) -> None:
+    """Remove the staging area (whatever it still holds)."""
+    shutil.rmtree(staging.scratch, ignore_errors=True)
+
+
+def _owner_alive(journal: dict[str, Any]) -> bool:
+    """Whether the process that wrote a journal may still be running (on another host: assumed so)."""
+    import socket
+
+    if journal.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(journal["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, TypeError, ValueError, OverflowError):
+        return True  # another user's process, or no pid to test: leave it alone
+    return True
+
+
+def _journal_staging(scratch: Path, journal: dict[str, Any]) -> Staging | None:
+    """The staging area a journal describes, when its paths are where a journal may point (its staged folder in
+    its scratch folder, its final folder under the results folder; never elsewhere: a planted journal moves
+    nothing outside results/); else None."""
+    try:
+        staged, final = Path(journal["staged"]).resolve(), Path(journal["final"]).resolve()
+    except (KeyError, TypeError, OSError):
+        return None
+    root = results_root().resolve()
+    if not staged.is_relative_to(scratch.resolve()) or not final.is_relative_to(root) or final == root:
+        return None
+    if final.is_relative_to(root / STAGING):
+        return None
+    return Staging(scratch, staged, final)
+
+
+def recover_staging() -> list[str]:
+    """Finish or undo what crashed runs left in results/.staging/ and remove it: a swap cut short is completed
+    (its new results moved in, or the old ones put back), a run that died before its swap is discarded, a folder
+    without a journal older than STALE_STAGING_S is removed; areas of live runs are left alone. Returns one line
+    per folder handled (also printed to stderr)."""
+    root = results_root() / STAGING
+    done = []
+    for scratch in sorted(root.iterdir()) if root.is_dir() else []:
+        if not scratch.is_dir():
+            continue
+        try:
+            journal = json.loads((scratch / JOURNAL).read_text())
+        except FileNotFoundError:
+            journal = None
+        except (OSError, ValueError):
+            journal = {}  # damaged: the run wrote it atomically, so only a foreign hand did this
+        if journal is None:
+            if time.time() - scratch.stat().st_mtime > STALE_STAGING_S:
+                shutil.rmtree(scratch, ignore_errors=True)
+                done.append(f"removed {scratch} (an old staging folder without a journal)")
+            continue
+        if not isinstance(journal, dict) or _owner_alive(journal):
+            continue
+        staging = _journal_staging(scratch, journal)
+        state = journal.get("state")
+        if staging is not None and state == "swapping":
+            _finish_swap(staging)
+            done.append(f"finished the swap of {staging.final} that a crash interrupted")
+        elif staging is not None and state == "running":
+            done.append(f"removed {scratch} (a run of {staging.final.name} that died before its swap)")
+        else:
+            done.append(f"removed {scratch} ({'done' if state == 'done' else 'an unusable journal'})")
+        shutil.rmtree(scratch, ignore_errors=True)
+    for line in done:
+        print(f"recovered: {line}", file=sys.stderr)
+    return done
 
 
 def _keep_failed(executed: Path, final: Path, scale: str, output: Path | None) -> Path | None:
@@ -330,26 +481,92 @@ def chapter_runs(name: str, parameters: dict[str, Any] | None = None, *,
     return ChapterRuns(identity, tuple(runs["keys"]), tuple(runs["seeds"]), cached)
 
 
+def cache_snapshot(keys: Iterable[str]) -> dict[str, str | None]:
+    """key -> its cache metadata as JSON text (None when the run is not cached): taken before and after a run, it
+    says which runs were trained meanwhile (`trained_since`), a retrained one included (its metadata changes)."""
+    from nhtlib.engine.cache import RunCache
+
+    cache = RunCache()
+    snapshot = {}
+    for key in keys:
+        meta = cache.meta(key)
+        snapshot[key] = None if meta is None else json.dumps(meta, sort_keys=True, default=str)
+    return snapshot
+
+
+def trained_since(before: dict[str, str | None]) -> set[str]:
+    """The keys of `before` (`cache_snapshot`) whose cache entry was written since: new or rewritten."""
+    after = cache_snapshot(before)
+    return {key for key, meta in after.items() if meta is not None and meta != before[key]}
+
+
+KERNEL_FIXES = {
+    "DeadKernelError": "the kernel died (often: out of memory; try a smaller scale or free memory), re-run it",
+    "CellTimeoutError": "a cell ran past papermill's time limit, re-run it",
+    "NoSuchKernel": f"install the Jupyter kernel {KERNEL_NAME!r} in this environment "
+                    "(`python -m ipykernel install --user`)",
+}
+
+
+def _execution_error(chapter: str, err: BaseException, failed: Path | None, final: Path) -> ChapterError:
+    """The ChapterError for a notebook that could not be executed for a reason outside its cells (a dead kernel,
+    a timeout, no kernel, a file that cannot be written): what failed, where, and the fix, in one line."""
+    kind = type(err).__name__
+    if isinstance(err, OSError):
+        where = f" ({err.filename})" if err.filename else ""
+        fix = ("free disk space (or set NHT_RESULTS to a folder with room)" if err.errno == errno.ENOSPC
+               else "check that the results folder (NHT_RESULTS) is writable")
+        what = f"writing its results failed{where}: {err.strerror or err}"
+    else:
+        fix = KERNEL_FIXES.get(kind, "see the message; re-run with --log-output to see the notebook's output")
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        what = f"the notebook could not be executed: {kind}: {first_line}"
+    kept = f"; failed notebook: {failed}" if failed else ""
+    return ChapterError(f"chapter {chapter!r}: {what}; {fix} (results in {final} left as they were{kept})")
+
+
+def check_output(output: str | os.PathLike | None) -> Path | None:
+    """--out checked before anything runs (so that a bad path never throws a good run away): a file path in an
+    existing folder where files can be created. Raises ChapterUsageError naming the path and the fix."""
+    if output is None:
+        return None
+    path = Path(output).expanduser()
+    if path.is_dir():
+        raise ChapterUsageError(f"--out {path} is a folder; give a file path, e.g. {path / 'executed.ipynb'}")
+    if not path.parent.is_dir():
+        raise ChapterUsageError(f"--out {path}: the folder {path.parent} does not exist; create it or choose another")
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".nht-out-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ChapterUsageError(f"--out {path}: files cannot be created in {path.parent} ({err.strerror or err}); "
+                                "choose a writable folder") from err
+    return path
+
+
 def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str | os.PathLike | None = None, *,
                 notebook_dir: str | os.PathLike | None = None, progress: bool | None = None,
-                log_output: bool = False, trained_before: int = 0, train_time_s: float = 0.0) -> Path:
-    """Execute chapter `name` with papermill into a staging folder; on success swap it in as the chapter's results
+                log_output: bool = False, trained_keys: Collection[str] = (), train_time_s: float = 0.0) -> Path:
+    """Execute chapter `name` with papermill into a staging area; on success swap it in as the chapter's results
     folder (see the module docstring) and return the path of the executed notebook.
 
     parameters: papermill parameters (names are checked against the notebook's ``parameters`` cell).
-    output: also write the executed notebook here (and return this path); default: only
-    ``results/<scale>/<chapter>/executed.ipynb`` (``results/<scale>/seed-<s>/<chapter>/`` for a seed s != 0).
+    output: also write the executed notebook here (and return this path; checked before the run, written after
+    the swap); default: only ``results/<scale>/<chapter>/executed.ipynb`` (``results/<scale>/seed-<s>/<chapter>/``
+    for a seed s != 0, ``results/<scale>/variant-<hash>/<chapter>/`` for other settings: `results_variant`).
     notebook_dir: the folder holding the chapter notebooks; default the book's ``notebooks/``.
     progress: papermill's progress bar; default on, except at smoke scale (tests) and for an invalid scale.
-    trained_before, train_time_s: runs of this chapter the caller trained just before (the book builder trains a
-    chapter's sweeps with progress bars first) and how long that took; the page's provenance box counts them as
-    trained for this page.
+    trained_keys, train_time_s: the runs of this chapter the caller trained just before (the book builder trains a
+    chapter's sweeps with progress bars first) and how long that took; run.json counts them as trained.
 
     The executed notebook opens with a provenance box (`nhtlib.report.provenance.box_markdown`) and run.json records the
-    page's identity (`chapter_runs`), the device, torch, the seeds and the runs trained and read from the cache.
+    page's identity (`chapter_runs`), the device, torch, the seeds, the runs trained and read from the cache, and the
+    manifest of the folder's files (`nhtlib.report.manifest`). Crashed runs' staging areas are recovered first
+    (`recover_staging`).
 
-    Raises ChapterError (with the notebook's exception name and message, and the failed notebook's path) when the
-    notebook fails; the chapter's results folder is then left as it was.
+    Raises ChapterError (one line: what failed, the file, the fix) when the notebook fails, its kernel dies or its
+    results cannot be written; the chapter's results folder is then left as it was.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -358,66 +575,132 @@ def run_chapter(name: str, parameters: dict[str, Any] | None = None, output: str
     path = notebook_path(name, notebook_dir)
     declared = check_parameters(path, parameters)
     scale, seed = _scale_of(parameters), _seed_of(parameters, declared)
-    final = final_chapter_dir(path.stem, scale, seed)
-    output = Path(output) if output is not None else None
+    final = final_chapter_dir(path.stem, scale, seed, results_variant(parameters, declared))
+    output = check_output(output)
     if progress is None:
         progress = scale in SCALES and scale != "smoke"
-    staging = results_root() / ".staging"
-    staging.mkdir(exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=staging, prefix=f"{path.stem}-"))  # under results/: renames stay on one fs
-    staged = scratch / scale / path.stem
-    staged.mkdir(parents=True)
-    executed = staged / "executed.ipynb"
-    # a scale the notebook rejects fails in its first cell, before any record is made
-    runs = chapter_runs(path.stem, parameters, notebook_dir=notebook_dir) if scale in SCALES else None
     try:
+        recover_staging()
+        staging = open_staging(path.stem, scale, final)
+    except OSError as err:
+        raise _execution_error(path.stem, err, None, final) from err
+    executed = staging.staged / "executed.ipynb"
+    try:
+        # a scale the notebook rejects fails in its first cell, before any record is made
+        runs = chapter_runs(path.stem, parameters, notebook_dir=notebook_dir) if scale in SCALES else None
+        before = cache_snapshot(runs.keys if runs else ())
         started, t0 = time.time(), time.perf_counter()
         try:
-            with _chapter_out(staged), _quiet_known_parameters(set(parameters)):
+            with _chapter_out(staging.staged), _quiet_known_parameters(set(parameters)):
                 pm.execute_notebook(str(path), str(executed), parameters=parameters, kernel_name=KERNEL_NAME,
                                     cwd=str(path.parent), progress_bar=progress, log_output=log_output)
         except PapermillExecutionError as err:
             failed = _keep_failed(executed, final, scale, output)
             raise ChapterError(f"chapter {path.stem!r} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
                                f"(failed notebook: {failed}; results in {final} left as they were)") from err
-        finish_run(path, executed, parameters, runs, started, time.perf_counter() - t0,
-                   trained_before=trained_before, train_time_s=train_time_s)
-        if output is not None:
-            atomic_write_bytes(output, executed.read_bytes())
-        _swap_in(staged, final, scratch)
+        except Exception as err:  # outside the cells: a dead kernel, a timeout, no kernel, a full disk
+            raise _execution_error(path.stem, err, _keep_failed_quietly(executed, final, scale), final) from err
+        trained = trained_since(before) | set(trained_keys)
+        finish_run(path, executed, parameters, runs, started, time.perf_counter() - t0, trained=trained,
+                   train_time_s=train_time_s)
+        swap_in(staging)
+    except OSError as err:
+        raise _execution_error(path.stem, err, None, final) from err
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return output if output is not None else final / "executed.ipynb"
+        discard(staging)
+    if output is None:
+        return final / "executed.ipynb"
+    try:
+        atomic_write_bytes(output, (final / "executed.ipynb").read_bytes())
+    except OSError as err:
+        raise ChapterError(f"chapter {path.stem!r} ran and its results are in {final}, but the copy to --out "
+                           f"{output} failed: {err.strerror or err}; copy {final / 'executed.ipynb'} by hand") from err
+    return output
 
 
-def finish_run(path: Path, executed: Path, parameters: dict[str, Any], runs: ChapterRuns, started: float,
-               wall_s: float, *, trained_before: int = 0, train_time_s: float = 0.0) -> dict[str, Any]:
+def _keep_failed_quietly(executed: Path, final: Path, scale: str) -> Path | None:
+    """`_keep_failed` when the run already failed for another reason: a second error is not the one to report."""
+    try:
+        return _keep_failed(executed, final, scale, None)
+    except OSError:
+        return None
+
+
+def non_default_parameters(parameters: dict[str, Any], declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The parameters passed whose value differs from the parameters cell's default (a default that is no literal,
+    such as scale's ``os.environ.get(...)``, counts as differing from any value passed)."""
+    out = {}
+    for name, value in parameters.items():
+        try:
+            default = ast.literal_eval(str(declared.get(name, {}).get("default")))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            out[name] = value
+            continue
+        if value != default or type(value) is not type(default):
+            out[name] = value
+    return out
+
+
+# Where and how a run executes, not what its page says: scale and seed have folders of their own; the device and the
+# data folder leave the page's numbers as they are (the data is fingerprinted into every run key).
+BOOK_SETTINGS = ("scale", "seed", "device", "data_root")
+
+
+def results_variant(parameters: dict[str, Any], declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The parameters of a run that make it another page than the book's own (non-default, other than
+    `BOOK_SETTINGS`): a non-empty variant is filed in its own folder (`nhtlib.paths.final_chapter_dir`)."""
+    return {k: v for k, v in non_default_parameters(parameters, declared).items() if k not in BOOK_SETTINGS}
+
+
+def finish_run(path: Path, executed: Path, parameters: dict[str, Any], runs: ChapterRuns | None, started: float,
+               wall_s: float, *, trained: Collection[str] | None = None,
+               train_time_s: float = 0.0) -> dict[str, Any]:
     """Complete a successful execution of the chapter notebook `path` whose executed copy is `executed` (in the
-    chapter's results or staging folder): open it with the provenance box and write run.json beside it (returned).
-    `runs`: `chapter_runs` taken before the notebook ran (its missing runs were trained by it)."""
+    chapter's staging folder): write the chapter's run tables, open it with the provenance box and write run.json
+    beside it with the manifest of the folder (`nhtlib.report.manifest.write_manifest`); returns the record.
+    `runs`: `chapter_runs` taken before the notebook ran; `trained`: the keys of its runs trained for this page (by
+    the notebook or by the caller just before: `trained_since`); None: those missing before the run."""
+    from nhtlib.engine.cache import RunCache
+    from nhtlib.report import exports, manifest
+
     declared = notebook_parameters(path)
     scale, seed = _scale_of(parameters), _seed_of(parameters, declared)
+    folder = executed.parent
+    keys = list(runs.keys) if runs else []
     record = _run_record(path, parameters, declared, scale, seed, started, wall_s)
-    record.update(_provenance(runs, parameters, trained_before, train_time_s))
+    record["non_default_parameters"] = non_default_parameters(parameters, declared)
+    record["variant"] = results_variant(parameters, declared)
+    record.update(_provenance(runs, parameters, trained, train_time_s))
     record["wall_time_s"] = round(wall_s + train_time_s, 3)
-    _add_box(executed, record, executed.parent)
-    atomic_write_bytes(executed.parent / "run.json", json.dumps(record, indent=1, default=str).encode())
-    return record
+    cache = RunCache()
+    exports.write_tables(folder, keys, cache)  # before the manifest: the tables are results files of the run
+    record["run_environments"] = exports.run_environments(keys, cache)
+    record["files"] = manifest.manifest(folder)  # what the box links (the notebook itself is rewritten below)
+    _add_box(executed, record, folder)
+    return manifest.write_manifest(folder, {k: v for k, v in record.items() if k != "files"})
 
 
-def _provenance(runs: ChapterRuns, parameters: dict[str, Any], trained_before: int,
+def _provenance(runs: ChapterRuns | None, parameters: dict[str, Any], trained: Collection[str] | None,
                 train_time_s: float) -> dict[str, Any]:
-    """The provenance part of run.json: the page identity, device, torch, seeds and runs (those missing from the
-    cache before the notebook ran were trained by it; `trained_before` by the caller just before)."""
+    """The provenance part of run.json: the page identity, device, torch, seeds and runs, counted from what
+    happened: `trained` (keys written for this page), the rest of the runs cached now read from the cache."""
     import torch
 
     from nhtlib.config import resolve_device
     from nhtlib.report.provenance import device_description
 
     device = resolve_device(str(parameters.get("device", "auto")))
-    return {"identity": runs.identity, "device": device_description(device), "torch_version": torch.__version__,
-            "seeds": list(runs.seeds), "runs": len(runs.keys),
-            "runs_trained": min(len(runs.keys), runs.missing + trained_before), "train_time_s": round(train_time_s, 3)}
+    keys = list(runs.keys) if runs else []
+    if trained is None:  # no snapshot: the runs missing before the run were trained by it
+        n_trained = runs.missing if runs else 0
+        n_cached = len(keys) - n_trained
+    else:
+        present = cache_snapshot(keys)
+        n_trained = sum(key in trained and present[key] is not None for key in keys)
+        n_cached = sum(key not in trained and present[key] is not None for key in keys)
+    return {"identity": runs.identity if runs else None, "device": device_description(device),
+            "torch_version": torch.__version__, "seeds": list(runs.seeds) if runs else [], "runs": len(keys),
+            "runs_trained": n_trained, "runs_cached": n_cached, "train_time_s": round(train_time_s, 3)}
 
 
 def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
@@ -434,7 +717,9 @@ def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nhtlib",
+    from nhtlib.cli.main import program_name
+
+    parser = argparse.ArgumentParser(prog=program_name(),
                                      description="List or run the chapter notebooks of nht-book.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_list = sub.add_parser("list", help="list the chapters and their parameters")
@@ -500,6 +785,27 @@ def main(argv: list[str] | None = None) -> int:
     except (ChapterError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, ChapterUsageError) else 1
+    except Exception as err:  # outside a notebook cell: one line, never a traceback
+        print(f"error: {failure_line(err)}", file=sys.stderr)
+        return 1
+
+
+def failure_line(err: BaseException) -> str:
+    """An unexpected error in one line: its type, message, the file (for an OSError) and where it was raised
+    (set NHT_TRACEBACK=1 to see the whole traceback)."""
+    import traceback
+
+    if os.environ.get("NHT_TRACEBACK"):
+        traceback.print_exception(err)
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (raised at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    if isinstance(err, OSError):
+        target = f": {err.filename}" if err.filename else ""
+        fix = ("free disk space or set NHT_RESULTS to a folder with room" if err.errno == errno.ENOSPC
+               else "check the path and its permissions")
+        return f"{type(err).__name__}: {err.strerror or err}{target}; {fix}{where}"
+    message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {message}{where}; set NHT_TRACEBACK=1 to see the traceback"
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ Only rows whose image file exists are kept, so the loader works on any subset, b
 holds 5,732 images of 200 identities, shared/data/README.md); the note in meta says how many are present, and
 `CelebATask` refuses an n_train larger than the training split. The bbox / landmark files are not needed. The
 annotation files are parsed here with pandas, not with torchvision's ``CelebA`` class, which needs the bbox and
-landmark files, checks the official MD5s and indexes all 202,599 images.
+landmark files, checks the official MD5s and indexes all 202,599 images. Every annotation file is checked against
+its schema (`read_attributes`, `_read_column`): a header, a value or a file name out of place raises
+`files.DataSchemaError` naming the file and the line, rather than shifting a column.
 
-`load_celeba(data_root, image_size)` decodes every present annotated image once (``torchvision.io.decode_image``,
+`load_celeba(data_root, image_size)` decodes every present annotated image once (Pillow,
 `files.read_image`, which names a corrupt file): centre crop 178 x 178 (the square of side min(width, height) at the
 centre), then resize to image_size x image_size with Pillow's "box" filter (an area average, i.e. anti-aliased
 down-sampling; `files.resample` reproduces Pillow's output exactly), cached as uint8 under
@@ -52,7 +54,7 @@ from nhtlib.config import ConfigError, check_choice, check_range, not_identity
 from nhtlib.data.groups import count_groups, group_split_name
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.data import Dataset, ImageCodec, TaskConfig
-from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, read_image, resample
+from nhtlib.data.files import DataSchemaError, cached_decode, describe, file_digests, fingerprint, read_image, resample
 from nhtlib.data.grouped import grouped_dataset, small_groups_text, stratified_subset
 
 # the 40 attribute names of list_attr_celeba.txt, in file order (shared/data/README.md, celeba/)
@@ -67,6 +69,7 @@ IMAGE_DIR = "img_align_celeba"
 ATTR_FILE, PARTITION_FILE, IDENTITY_FILE = "list_attr_celeba.txt", "list_eval_partition.txt", "identity_CelebA.txt"
 MEAN = STD = (0.5, 0.5, 0.5)  # fixed: x = (pixel/255 - 0.5) / 0.5 in [-1, 1], independent of the subset present
 SPLITS = ("identity", "official")
+PARTITIONS = (0, 1, 2)  # list_eval_partition.txt: train, val, test
 
 
 def find_celeba(data_root: str | None = None) -> Path:
@@ -86,19 +89,92 @@ def find_celeba(data_root: str | None = None) -> Path:
 def read_attributes(path: Path) -> pd.DataFrame:
     """list_attr_celeba.txt -> DataFrame (rows: file names, columns: the attribute names) of 0/1 ints (1 = present).
 
-    The file: line 1 the row count, line 2 the names, then "<file> v1 ... v40" with values 1 / -1, whitespace
-    separated (CRLF line endings: the \\r is whitespace for sep=r"\\s+"). 202,599 rows parse in under a second."""
-    with open(path) as fh:
-        fh.readline()
-        names = fh.readline().split()
-    table = pd.read_csv(path, sep=r"\s+", skiprows=2, header=None, names=["file", *names], index_col=0,
-                        dtype={name: np.int8 for name in names})
+    The file: line 1 the row count, line 2 the 40 names of `ATTRIBUTES` in that order, then "<file> v1 ... v40"
+    with values 1 / -1, whitespace separated (CRLF line endings: the \\r is whitespace for sep=r"\\s+"). Each is
+    checked (`DataSchemaError` naming the file, the line, what was expected and what was found): a header that is
+    not the expected list, a row with another number of fields, a value other than 1 / -1, a file name that is not
+    "<6 digits>.jpg" or appears twice, a count that is not the number of rows. 202,599 rows parse in about a
+    second."""
+    with open(path, encoding="latin1") as fh:
+        count, names = fh.readline().strip(), fh.readline().split()
+    if tuple(names) != ATTRIBUTES:
+        raise DataSchemaError(path, 2, f"the {len(ATTRIBUTES)} CelebA attribute names in order "
+                              f"({', '.join(ATTRIBUTES[:3])}, ..., {ATTRIBUTES[-1]})", _header_difference(names))
+    table = _read_table(path, ["file", *names], skiprows=2)
+    _check_file_names(path, table.index, first_line=3)
+    _check_signs(path, table)
+    if not count.isdigit() or int(count) != len(table):
+        raise DataSchemaError(path, 1, f"the number of rows that follow ({len(table):,})", repr(count))
     return (table > 0).astype(np.int64)
 
 
-def _read_column(path: Path, name: str) -> pd.Series:
-    """A two-column "<file> <int>" file (partition, identity) as a Series indexed by file name."""
-    return pd.read_csv(path, sep=r"\s+", header=None, names=["file", name], index_col=0)[name]
+def _header_difference(names: list[str]) -> str:
+    """Where a header differs from ATTRIBUTES, in words."""
+    if len(names) != len(ATTRIBUTES):
+        extra, missing = sorted(set(names) - set(ATTRIBUTES)), sorted(set(ATTRIBUTES) - set(names))
+        return (f"{len(names)} names (not expected: {', '.join(extra) or 'none'}; missing: "
+                f"{', '.join(missing) or 'none'})")
+    i = next(i for i, (a, b) in enumerate(zip(names, ATTRIBUTES)) if a != b)
+    return f"name {i + 1} is {names[i]!r} where {ATTRIBUTES[i]!r} belongs"
+
+
+def _read_table(path: Path, names: list[str], skiprows: int = 0) -> pd.DataFrame:
+    """A whitespace-separated annotation file indexed by its first column; a line with too many fields is a
+    DataSchemaError (too few give NaN, which the value checks refuse)."""
+    try:
+        return pd.read_csv(path, sep=r"\s+", skiprows=skiprows, header=None, names=names, index_col=0,
+                           encoding="latin1")
+    except pd.errors.ParserError as err:
+        raise DataSchemaError(path, None, f"{len(names)} fields per line ({', '.join(names[:3])}"
+                              f"{', ...' if len(names) > 3 else ''})", str(err)) from err
+
+
+def _check_file_names(path: Path, index: pd.Index, first_line: int) -> None:
+    """DataSchemaError unless every row names a distinct "<6 digits>.jpg" (the id the decoded images keep)."""
+    names = index.astype(str)
+    bad = np.flatnonzero(~names.str.fullmatch(r"\d{6}\.jpg"))
+    if len(bad):
+        raise DataSchemaError(path, first_line + int(bad[0]), 'a file name "<6 digits>.jpg"', repr(names[bad[0]]))
+    twice = np.flatnonzero(index.duplicated())
+    if len(twice):
+        raise DataSchemaError(path, first_line + int(twice[0]), "each file listed once",
+                              f"{names[twice[0]]} a second time ({len(twice):,} repeated rows)")
+
+
+def _check_signs(path: Path, table: pd.DataFrame, first_line: int = 3) -> None:
+    """DataSchemaError unless every attribute value is 1 or -1 (a missing field reads as NaN, a word as text)."""
+    values = table.apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isin(values, (-1.0, 1.0))
+    if bad.any():
+        row, col = (int(v[0]) for v in np.nonzero(bad))
+        found = table.iat[row, col]
+        raise DataSchemaError(path, first_line + row, f"attribute values 1 or -1 ({table.columns[col]} of "
+                              f"{table.index[row]})", "a missing field" if pd.isna(found) else repr(found))
+
+
+def _read_column(path: Path, name: str, allowed: Sequence[int] | None = None) -> pd.Series:
+    """A two-column "<file> <int>" file (partition, identity) as a Series indexed by file name, checked: two fields
+    per line, each file once, integer values (in `allowed` when given, else positive)."""
+    table = _read_table(path, ["file", name])
+    _check_file_names(path, table.index, first_line=1)
+    column = table[name]
+    numbers = pd.to_numeric(column, errors="coerce")
+    ok = numbers.isin(allowed) if allowed is not None else (numbers > 0) & (numbers % 1 == 0)
+    if not ok.all():
+        row = int(np.flatnonzero(~ok.to_numpy())[0])
+        what = f"{name} one of {', '.join(map(str, allowed))}" if allowed is not None else f"a positive integer {name}"
+        found = column.iat[row]
+        raise DataSchemaError(path, 1 + row, what, "a missing field" if pd.isna(found) else repr(found))
+    return numbers.astype(np.int64)
+
+
+def _lookup(column: pd.Series, files: list[str], path: Path) -> np.ndarray:
+    """column's values for `files` (int64 (N,)); DataSchemaError naming the first file `path` does not list."""
+    missing = pd.Index(files).difference(column.index)
+    if len(missing):
+        raise DataSchemaError(path, None, f"a line for every image of {ATTR_FILE}",
+                              f"no line for {missing[0]} ({len(missing):,} image(s) unlisted)")
+    return column.loc[files].to_numpy(np.int64)
 
 
 def _decode(folder: Path, files: Sequence[str], image_size: int) -> dict:
@@ -153,9 +229,10 @@ def load_celeba(data_root: str | None = None, image_size: int = 64) -> dict:
     files = [f"{int(i):06d}.jpg" for i in ids.tolist()]
     identity = None
     if (folder / IDENTITY_FILE).is_file():
-        identity = _read_column(folder / IDENTITY_FILE, "identity").loc[files].to_numpy(np.int64)
+        identity = _lookup(_read_column(folder / IDENTITY_FILE, "identity"), files, folder / IDENTITY_FILE)
     return {"x": x, "ids": files, "attrs": attrs.loc[files], "folder": folder, "data": describe(folder, digests),
-            "partition": _read_column(folder / PARTITION_FILE, "partition").loc[files].to_numpy(np.int64),
+            "partition": _lookup(_read_column(folder / PARTITION_FILE, "partition", PARTITIONS), files,
+                                 folder / PARTITION_FILE),
             "identity": identity}
 
 

@@ -2,23 +2,26 @@
 
 `load_cifar(name, data_root)` looks under the data root (see `nht.paths.data_root`) for, in this order:
 
-* the standard python pickles, read by torchvision's ``CIFAR10`` / ``CIFAR100`` readers:
-  ``<root>/<name>/cifar-10-batches-py/`` (or ``<root>/cifar-10-batches-py/``) with all of ``data_batch_1..5`` and
-  ``test_batch``; ``<root>/<name>/cifar-100-python/`` (or ``<root>/cifar-100-python/``) with ``train`` and ``test``
-  (fine labels). torchvision's own check compares every file with the official MD5 and refuses anything else with
-  "Dataset not found or corrupted" (naming no file); our subclasses replace that check by a completeness check that
-  names the missing files, so copies that are not byte-identical to the official ones (re-pickled, fixtures) still
-  load, and Dataset.meta["data"]["official_md5"] records whether they are the official files (the MD5 comes with
-  the content fingerprint, in the same read). The optional ``batches.meta`` / ``meta`` file (class names) is not
-  read. When torchvision's reader fails (it names no file) the pickles are read one by one here: a truncated or
-  corrupt one is named, and batches written by Python 3 with bytes keys (b"data", which torchvision's reader cannot
-  read and earlier versions of this loader accepted) are parsed here.
-* an ImageFolder tree of the same data: ``<root>/<name>/{train,test}/<class>/*.{png,jpg,jpeg}`` with classes in
-  alphabetical order = label indices (the book's offline ``cifar10/`` is this: JPEG, 3,000 train images per class).
-  Images are decoded by ``torchvision.io.decode_image`` (`files.read_image`, which names a corrupt file); images
-  that are not 32 x 32 are resized like PIL's default ``resize((32, 32))`` (bicubic, `files.resample`). The tree is
-  listed here rather than by torchvision's ``ImageFolder`` because a task reads only the first files of every class
-  and the same listing feeds the fingerprint.
+* the standard python pickles: ``<root>/<name>/cifar-10-batches-py/`` (or ``<root>/cifar-10-batches-py/``) with
+  all of ``data_batch_1..5`` and ``test_batch``; ``<root>/<name>/cifar-100-python/`` (or
+  ``<root>/cifar-100-python/``) with ``train`` and ``test`` (fine labels). They are read here, one by one, with the
+  package's restricted unpickler (`files.load_pickle`: numpy arrays, dicts, lists, str, bytes only; a planted
+  global such as ``os.system`` is refused by name and never runs), not by torchvision's ``CIFAR10`` reader, which
+  unpickles without restriction. Each batch is checked ("data" uint8 (n, 3072), n integer labels in 0..C-1) and a
+  bad one is named; the arrays are those torchvision's reader gives, bit for bit. Batches with bytes keys (b"data",
+  as Python 3 writes them) are read too. Copies that are not byte-identical to the official ones (re-pickled,
+  fixtures) load; Dataset.meta["data"]["official_md5"] records whether they are the official files (the sums of
+  torchvision's public ``CIFAR10.train_list`` / ``test_list``; the MD5 comes with the content fingerprint, in the
+  same read). The optional ``batches.meta`` / ``meta`` file (class names) is not read.
+* an ImageFolder tree of the same data: ``<root>/<name>/{train,test}/<class>/*.{png,jpg,jpeg}`` (the book's offline
+  ``cifar10/`` is this: JPEG, 3,000 train images per class). The class folders must be named either exactly the C
+  class names of the data set (`CLASS_NAMES`; label = the official index, which is their alphabetical order) or
+  ``<prefix><k>`` for k = 0 .. C-1 with one common prefix ("3", "c3", "class3"; label = k): any other name, a
+  missing or doubled number, is refused (`DataSchemaError`) rather than given a shifted label. Images are decoded
+  by Pillow (`files.read_image`, which names a corrupt file); images that are not 32 x 32 are resized like PIL's
+  default ``resize((32, 32))`` (bicubic, `files.resample`). The tree is listed here rather than by torchvision's
+  ``ImageFolder`` because a task reads only the first files of every class and the same listing feeds the
+  fingerprint.
 
 It returns {"train": (x, y), "test": (x, y)} with x uint8 (N, 3, 32, 32) and y int64 (N,). Nothing is silently
 dropped: missing pickles, a missing or empty class folder and labels missing a class are refused, naming what was
@@ -33,7 +36,7 @@ are done batch by batch on the device (`CIFARTask.codec`). Asking for more image
 from __future__ import annotations
 
 import os
-import pickle
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -45,7 +48,7 @@ from nhtlib.config import check_choice, check_range, not_identity
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.data import Dataset, ImageCodec, Split, TaskConfig
 from nhtlib.data.files import cached_decode  # noqa: F401  (its home was this module; kept importable from here)
-from nhtlib.data.files import Arrays, DataFileError, describe, file_digests, fingerprint, read_image, reading, require_files, resample
+from nhtlib.data.files import Arrays, DataSchemaError, describe, file_digests, fingerprint, load_pickle, read_image, reading, resample
 
 N_CLASSES = {"cifar10": 10, "cifar100": 100}
 PICKLE_DIRS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
@@ -55,6 +58,22 @@ MEAN = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409
 STD = {"cifar10": (0.2470, 0.2435, 0.2616), "cifar100": (0.2673, 0.2564, 0.2762)}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 SPLITS = ("train", "test")
+# class names in label order (= alphabetical order): batches.meta's label_names and meta's fine_label_names
+CLASS_NAMES = {
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+    "cifar100": (
+        "apple", "aquarium_fish", "baby", "bear", "beaver", "bed", "bee", "beetle", "bicycle", "bottle", "bowl", "boy",
+        "bridge", "bus", "butterfly", "camel", "can", "castle", "caterpillar", "cattle", "chair", "chimpanzee", "clock",
+        "cloud", "cockroach", "couch", "crab", "crocodile", "cup", "dinosaur", "dolphin", "elephant", "flatfish",
+        "forest", "fox", "girl", "hamster", "house", "kangaroo", "keyboard", "lamp", "lawn_mower", "leopard", "lion",
+        "lizard", "lobster", "man", "maple_tree", "motorcycle", "mountain", "mouse", "mushroom", "oak_tree", "orange",
+        "orchid", "otter", "palm_tree", "pear", "pickup_truck", "pine_tree", "plain", "plate", "poppy", "porcupine",
+        "possum", "rabbit", "raccoon", "ray", "road", "rocket", "rose", "sea", "seal", "shark", "shrew", "skunk",
+        "skyscraper", "snail", "snake", "spider", "squirrel", "streetcar", "sunflower", "sweet_pepper", "table",
+        "tank", "telephone", "television", "tiger", "tractor", "train", "trout", "tulip", "turtle", "wardrobe",
+        "whale", "willow_tree", "wolf", "woman", "worm"),
+}
+NUMBERED_FOLDER = re.compile(r"(\D*)(\d+)")  # "<prefix><k>": "3", "c3", "class3"
 SUBSET_SEED = 0  # shuffles the class order within each round of `class_interleaved_order` (fixed: not the run seed)
 PICKLE_HINT = ("Put the complete python-version data set there (the folder torchvision's CIFAR10 / CIFAR100 "
                "download creates), or pass data_root.")
@@ -98,16 +117,50 @@ def _list_class_folder(folder: Path) -> list[str]:
         return sorted(e.name for e in entries if e.name.lower().endswith(IMAGE_SUFFIXES) and e.is_file())
 
 
-def _list_image_folder(root: Path, name: str, max_per_class: int | None) -> dict[str, list[tuple[str, int]]]:
-    """{split: [(split/class/file, label)]}: the first max_per_class image files (sorted names) of every class.
-    Both splits must hold the data set's C class folders (the same names), each with at least one image."""
+def class_labels(split_dir: Path, name: str) -> dict[str, int]:
+    """{class folder name: label} of one split of an ImageFolder tree. The folders must be exactly the data set's
+    C class names (label = official index) or "<prefix><k>" for k = 0 .. C-1 with one prefix (label = k).
+    FileNotFoundError when classes are missing (fewer folders, all of a valid naming); DataSchemaError naming the
+    folder, what was expected and the unexpected names otherwise (never a label shifted by a stray folder)."""
+    found = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
     expected = N_CLASSES[name]
-    classes = {split: sorted(d.name for d in (root / split).iterdir() if d.is_dir()) for split in SPLITS}
-    for split, found in classes.items():
-        if len(found) != expected:
-            raise FileNotFoundError(
-                f"{root / split} holds {len(found)} class folders, {name} has {expected}: found {_few(found)}. "
-                f"Put all {expected} class folders <class>/*.png|jpg there (alphabetical order = label index).")
+    official = CLASS_NAMES[name]
+    if set(found) <= set(official):
+        labels = {cls: official.index(cls) for cls in found}
+    else:
+        labels = _numbered_labels(split_dir, found, name)
+    if len(labels) < expected:
+        missing = (sorted(set(official) - set(found)) if set(found) <= set(official)
+                   else sorted(set(range(expected)) - set(labels.values())))
+        raise FileNotFoundError(
+            f"{split_dir} holds {len(found)} class folders, {name} has {expected}: found {_few(found)}; missing "
+            f"{_few(missing)}. Put all {expected} class folders <class>/*.png|jpg there.")
+    return labels
+
+
+def _numbered_labels(split_dir: Path, found: list[str], name: str) -> dict[str, int]:
+    """{folder: k} for folders "<prefix><k>" (one prefix, k = 0 .. C-1 each at most once); DataSchemaError else."""
+    expected = N_CLASSES[name]
+    matches = {cls: NUMBERED_FOLDER.fullmatch(cls) for cls in found}
+    prefixes = {m.group(1) for m in matches.values() if m}
+    numbers = [int(m.group(2)) for m in matches.values() if m]
+    odd = [cls for cls, m in matches.items() if not m or int(m.group(2)) >= expected]
+    odd += sorted(cls for cls, m in matches.items() if m and numbers.count(int(m.group(2))) > 1)
+    if odd or len(prefixes) > 1:
+        raise DataSchemaError(
+            split_dir, None, f"class folders named exactly the {expected} {name} classes ({_few(CLASS_NAMES[name], 4)}"
+            f") or numbered <prefix>0 .. <prefix>{expected - 1} with one prefix",
+            f"{_few(odd) if odd else 'several prefixes: ' + _few(sorted(prefixes))} among {len(found)} folders",
+            "Rename or remove the folders that are not classes of the data set.")
+    return {cls: int(matches[cls].group(2)) for cls in found}
+
+
+def _list_image_folder(root: Path, name: str, max_per_class: int | None) -> dict[str, list[tuple[str, int]]]:
+    """{split: [(split/class/file, label)]}: the first max_per_class image files (sorted names) of every class, in
+    label order. Both splits must hold the data set's C class folders (the same names, `class_labels`), each with
+    at least one image."""
+    expected = N_CLASSES[name]
+    classes = {split: class_labels(root / split, name) for split in SPLITS}
     if classes["train"] != classes["test"]:
         odd = sorted(set(classes["train"]) ^ set(classes["test"]))
         raise FileNotFoundError(f"{root}/train and {root}/test hold different class folders (only in one: "
@@ -115,7 +168,7 @@ def _list_image_folder(root: Path, name: str, max_per_class: int | None) -> dict
     listing = {}
     for split in SPLITS:
         items = []
-        for label, cls in enumerate(classes[split]):
+        for cls, label in sorted(classes[split].items(), key=lambda item: item[1]):
             names = _list_class_folder(root / split / cls)
             if not names:
                 raise FileNotFoundError(f"class folder {root / split / cls} holds no image (*.png|jpg|jpeg): the "
@@ -161,82 +214,50 @@ def official_md5(name: str) -> dict[str, str]:
 
 # -------------------------------------------------------------------------------------------------- decoding
 
-@lru_cache(maxsize=2)
-def _reader(name: str):
-    """torchvision's CIFAR10 / CIFAR100 with our completeness check in place of its official-MD5 check (which
-    refuses every copy that is not byte-identical to the official files and names no file)."""
-    from torchvision.datasets import CIFAR10, CIFAR100
-
-    class Checked:
-        def _check_integrity(self) -> bool:
-            folder = Path(self.root) / self.base_folder
-            names = [f for f, _ in self.train_list + self.test_list]
-            require_files(folder, names, f"the {self.base_folder} pickles", PICKLE_HINT)
-            return True
-
-        def _load_meta(self) -> None:  # class names: not needed, and the meta file is optional here
-            self.classes, self.class_to_idx = [], {}
-
-    base = {"cifar10": CIFAR10, "cifar100": CIFAR100}[name]
-    return type(f"Checked{base.__name__}", (Checked, base), {})
-
-
-def _check_batch(entry: dict) -> None:
-    """ValueError unless a loaded pickle (str keys) is a CIFAR batch: "data" uint8 (n, 3072) and n "labels" (or
-    "fine_labels")."""
+def _check_batch(entry: dict, n_classes: int) -> None:
+    """ValueError unless a loaded pickle (str keys) is a CIFAR batch: "data" uint8 (n, 3072) and n integer
+    "labels" (or "fine_labels") in 0 .. n_classes-1."""
     label_key = "labels" if "labels" in entry else "fine_labels"
     if "data" not in entry or label_key not in entry:
         raise ValueError(f"has keys {sorted(map(str, entry))}; a CIFAR batch has 'data' and 'labels' (or "
                          "'fine_labels')")
-    data = np.asarray(entry["data"])
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise ValueError(f"'data' is {data.dtype} {data.shape}; expected uint8 (n, 3072)")
-    if len(entry[label_key]) != len(data):
-        raise ValueError(f"{len(data)} images but {len(entry[label_key])} labels")
+    data = entry["data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        described = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise ValueError(f"'data' is {described}; expected a uint8 array (n, 3072)")
+    labels = entry[label_key]
+    if not isinstance(labels, (list, np.ndarray)):
+        raise ValueError(f"{label_key!r} is a {type(labels).__name__}; expected a list of integers")
+    if len(labels) != len(data):
+        raise ValueError(f"{len(data)} images but {len(labels)} labels")
+    bad = [i for i, v in enumerate(labels) if isinstance(v, (bool, np.bool_))
+           or not isinstance(v, (int, np.integer)) or not 0 <= v < n_classes]
+    if bad:
+        raise ValueError(f"{label_key}[{bad[0]}] is {labels[bad[0]]!r} ({len(bad)} label(s) outside the integers "
+                         f"0..{n_classes - 1})")
 
 
-def _load_batch(path: Path) -> tuple[dict, bool]:
-    """(one pickle read here, with str keys and checked; whether its keys were bytes). Errors name the file."""
+def _load_batch(path: Path, n_classes: int) -> dict:
+    """One pickle, read by the restricted unpickler, with str keys and checked. Errors name the file."""
     with reading(path, "CIFAR pickle"):
-        with open(path, "rb") as fh:
-            entry = pickle.load(fh, encoding="latin1")
+        entry = load_pickle(path)
         if not isinstance(entry, dict):
             raise ValueError(f"holds a {type(entry).__name__}, not a dict")
-        bytes_keys = any(isinstance(k, bytes) for k in entry)
         entry = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
-        _check_batch(entry)
-    return entry, bytes_keys
-
-
-def _read_by_hand(folder: Path, names: list[str], err: BaseException) -> tuple[torch.Tensor, torch.Tensor]:
-    """torchvision's reader failed, and it names no file: read the pickles one by one here, which names a truncated
-    or corrupt one. Batches written by Python 3 with bytes keys (b"data"), which torchvision's reader cannot read
-    (it expects the official files' str keys), are accepted: (x uint8 (N, 3, 32, 32), y int64 (N,))."""
-    loaded = [_load_batch(folder / f) for f in names]
-    if not any(bytes_keys for _, bytes_keys in loaded):
-        raise DataFileError(folder, "set of CIFAR pickles", err) from err
-    batches = [entry for entry, _ in loaded]
-    x = torch.from_numpy(np.concatenate([np.asarray(b["data"]) for b in batches])).reshape(-1, 3, 32, 32)
-    y = torch.as_tensor([v for b in batches for v in b.get("labels", b.get("fine_labels"))], dtype=torch.int64)
-    return x, y
+        _check_batch(entry, n_classes)
+    return entry
 
 
 def _decode_pickles(folder: Path, name: str) -> Arrays:
-    reader = _reader(name)
+    """{split: (x uint8 (N, 3, 32, 32), y int64 (N,))} of the batches, concatenated in torchvision's file order
+    (the rows of "data" are the 3 x 32 x 32 planes in C, H, W order)."""
     out: Arrays = {}
     for split in SPLITS:
-        names = PICKLE_FILES[name][split]
-        try:
-            data = reader(str(folder.parent), train=split == "train")
-            if data.data.dtype != np.uint8 or len(data.targets) != len(data.data):
-                raise ValueError(f"{data.data.dtype} {data.data.shape} images, {len(data.targets)} labels")
-        except FileNotFoundError:
-            raise
-        except Exception as err:
-            out[split] = _read_by_hand(folder, names, err)
-            continue
-        x = torch.from_numpy(np.ascontiguousarray(data.data)).permute(0, 3, 1, 2).contiguous()  # HWC -> CHW
-        out[split] = (x, torch.as_tensor(data.targets, dtype=torch.int64))
+        batches = [_load_batch(folder / f, N_CLASSES[name]) for f in PICKLE_FILES[name][split]]
+        x = torch.from_numpy(np.concatenate([b["data"] for b in batches])).reshape(-1, 3, 32, 32).contiguous()
+        y = torch.as_tensor([int(v) for b in batches for v in b.get("labels", b.get("fine_labels"))],
+                            dtype=torch.int64)
+        out[split] = (x, y)
     return out
 
 

@@ -19,19 +19,29 @@ depends on the relative paths and the bytes only: the same data moved to another
 ``cp dog/0000.jpg cat/0000.jpg`` changes it.
 
 **Decode cache.** `cached_decode(tag, fingerprint, decode)` runs ``decode()`` once per (tag, fingerprint of the
-files it reads) and keeps the tensors in ``results_root()/data_cache/<tag>-<key>.pt`` (a corrupt file is decoded
-again). The tag carries everything else the decode depends on (data set, image size, ...).
+files it reads) and keeps the tensors in ``results_root()/data_cache/<tag>-<key>.pt``, read back with
+``torch.load(weights_only=True)`` (tensors and containers only, never code). A cache file that cannot be parsed
+(truncated, corrupt) is a miss: a warning names it, it is removed and the data are decoded again. The tag carries
+everything else the decode depends on (data set, image size, ...).
 
 **Errors that name the file.** `reading(path, what)` wraps the reading / parsing of one file: any failure other
 than "missing" or "no permission" becomes a `DataFileError` whose message holds the path (the original exception is
-chained). `read_image(path)` decodes a JPEG / PNG with ``torchvision.io.decode_image`` (bytes read here so the error
-can name the file) to uint8 RGB (3, H, W). A set of files with some missing is refused by `file_digests` (and
-`require_files`) with one error naming how many are missing, the first few, and where.
+chained). An input file whose content does not follow its schema (an attribute header that is not the expected
+list, a label or split value outside its set, an unexpected class folder) raises `DataSchemaError`, naming the file,
+the line, what was expected and what was found: a mismatch refuses, it never shifts columns or labels.
+`read_image(path)` decodes a JPEG / PNG with Pillow (bytes read here so the error can name the file) to uint8 RGB
+(3, H, W). A set of files with some missing is refused by `file_digests` (and `require_files`) with one error
+naming how many are missing, the first few, and where.
+
+**Pickles.** `load_pickle(path)` reads a pickle with `RestrictedUnpickler`, which admits only what a CIFAR
+python-version batch holds: dicts, lists, str, bytes, numbers and numpy arrays (numpy's array-reconstruction
+globals, ``ndarray`` and ``dtype``). Any other global (``os.system``, ``builtins.exec``, a class of some module) is
+refused by name with `pickle.UnpicklingError` before it can run; nothing else in the package unpickles data files.
 
 **Resampling.** `resample(image, size, kind, box)` resizes a decoded uint8 (C, H, W) image with Pillow's own
-``Image.resize`` ("box", "bilinear", "bicubic"). The loaders decode with torchvision and resize with Pillow, so their
-pixels are those of the former all-PIL path (both decoders use libjpeg-turbo: identical pixels on the book's
-CIFAR-10, CelebA and CUB JPEGs that were compared).
+``Image.resize`` ("box", "bilinear", "bicubic"). Decoding moved from ``torchvision.io.decode_image`` (deprecated in
+torchvision 0.29, which points to TorchCodec, not a dependency) back to Pillow: both use libjpeg-turbo and libpng,
+and give identical pixels on the book's CIFAR-10, CelebA and CUB JPEGs (compared file by file).
 """
 from __future__ import annotations
 
@@ -53,9 +63,9 @@ from nhtlib.paths import atomic_torch_save, atomic_write_bytes, results_root
 MEMO_VERSION = 1
 RACY_NS = 2_000_000_000  # a file changed less than 2 s before hashing is not memoised (see the module docstring)
 CHUNK_BYTES = 1 << 20
-DECODE_VERSION = 2  # part of every decode-cache key; bump when a decoder's output changes (2: torchvision decoders)
+DECODE_VERSION = 3  # part of every decode-cache key; bump when a decoder's output changes (2: torchvision decoders;
+# 3: numbered CIFAR class folders labelled by their number, so a CIFAR-100 tree c0..c99 is no longer shifted)
 FINGERPRINT_HEX = 16
-TORCHVISION_DEPRECATION = "The image decoding and encoding capabilities of TorchVision are deprecated"
 
 
 # ------------------------------------------------------------------------------------------------ fingerprints
@@ -192,16 +202,49 @@ def describe(base: Path, digests: Mapping[str, FileDigest], reference_md5: Mappi
 Arrays = dict[str, tuple[torch.Tensor, ...]]
 
 
+class DecodeCacheWarning(UserWarning):
+    """A decode-cache file could not be parsed: it was removed and the data are decoded again."""
+
+
+def _is_arrays(obj) -> bool:
+    return isinstance(obj, dict) and all(isinstance(k, str) and isinstance(v, (tuple, list))
+                                         and all(isinstance(t, torch.Tensor) for t in v) for k, v in obj.items())
+
+
+def _read_decode_cache(path: Path) -> Arrays | None:
+    """The cached tensors, or None (a miss) when the file is absent or cannot be parsed; an unparsable file is
+    removed, with a DecodeCacheWarning naming it (tensors only: weights_only=True never runs code)."""
+    if not path.exists():
+        return None
+    try:
+        arrays = torch.load(path, weights_only=True)
+        if not _is_arrays(arrays):
+            raise ValueError(f"holds a {type(arrays).__name__}, not {{split: tensors}}")
+        return arrays
+    except Exception as err:  # noqa: BLE001 - whatever the parse failure (zip, pickle, content), it is a miss
+        warnings.warn(f"the decode cache {path} cannot be read ({type(err).__name__}: {_first_reason(err)}); it is "
+                      "removed and the data are decoded again", DecodeCacheWarning, stacklevel=3)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def _first_reason(err: BaseException) -> str:
+    """The line of an error message that says what was wrong (torch.load's weights-only refusal is a page of
+    advice with the reason, "WeightsUnpickler error: ...", further down)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    named = [line for line in lines if line.startswith("WeightsUnpickler error:")]
+    return (named or lines or [""])[0][:300]
+
+
 def cached_decode(tag: str, fingerprint: str, decode: Callable[[], Arrays]) -> Arrays:
     """decode() once per (tag, fingerprint of the files it reads); later calls load the cached tensors from
-    results_root()/data_cache/<tag>-<key>.pt. tag: everything else the result depends on (data set, size, ...)."""
+    results_root()/data_cache/<tag>-<key>.pt (an unparsable cache file is a miss, see `_read_decode_cache`).
+    tag: everything else the result depends on (data set, size, ...)."""
     key = stable_hash({"tag": tag, "data": fingerprint, "version": DECODE_VERSION})
     path = results_root() / "data_cache" / f"{tag}-{key}.pt"
-    if path.exists():
-        try:
-            return torch.load(path, weights_only=True)
-        except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):
-            pass  # a truncated or corrupt cache file: decode again and replace it
+    arrays = _read_decode_cache(path)
+    if arrays is not None:
+        return arrays
     arrays = decode()
     atomic_torch_save(arrays, path)
     return arrays
@@ -231,18 +274,111 @@ def reading(path: Path, what: str = "data file") -> Iterator[None]:
         raise DataFileError(path, what, err) from err
 
 
+class DataSchemaError(DataFileError):
+    """An input file (or folder) whose content does not follow its schema: an annotation header that is not the
+    expected list, a label / split / attribute value outside its set, a class folder of another name. `path` names
+    it, `line` the 1-based line (None for a whole file or folder). A ValueError (through DataFileError)."""
+
+    def __init__(self, path: Path, line: int | None, expected: str, found: str, hint: str = ""):
+        self.path, self.line = Path(path), line
+        where = f"{path}" + (f", line {line}" if line is not None else "")
+        ValueError.__init__(self, f"{where}: expected {expected}; found {found}. The file does not follow the data "
+                                  "set's format and is refused rather than read with shifted labels or values. "
+                                  f"{hint or 'Replace it with a genuine copy of the data set.'}")
+
+
+def check_values(path: Path, values: Sequence, allowed: Sequence, what: str, first_line: int = 1) -> None:
+    """DataSchemaError unless every entry of `values` (one per line, the first on line `first_line`) is one of
+    `allowed` (compared by value and type family: 1.5 is not 1, "1" is not 1); the error names the first
+    offending line and value, and how many there are."""
+    allowed_set = set(allowed)
+    bad = [i for i, v in enumerate(values) if not _admitted(v, allowed_set)]
+    if bad:
+        i = bad[0]
+        raise DataSchemaError(path, first_line + i, f"{what} one of {', '.join(map(repr, allowed))}",
+                              f"{values[i]!r} ({len(bad):,} line(s) with a value outside that set)")
+
+
+def _admitted(value, allowed: set) -> bool:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return False  # True == 1 and 2.0 == 2 in Python: neither is a label value here
+    try:
+        return value in allowed
+    except TypeError:  # unhashable
+        return False
+
+
+# ------------------------------------------------------------------------------------------------ pickles
+
+# What a CIFAR python-version batch names: numpy's array reconstruction (numpy 1 writes numpy.core, numpy 2
+# numpy._core; protocols <= 4 use _reconstruct, protocol 5 _frombuffer), ndarray and dtype. Dicts, lists, str,
+# bytes and numbers need no global. Everything else is refused.
+PICKLE_GLOBALS = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+})
+
+
+def _latin1_bytes(text, encoding="latin1"):
+    """What protocol 2 writes for bytes from Python 3: _codecs.encode(str, "latin1"); any other use is refused."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"refusing _codecs.encode({type(text).__name__}, {encoding!r}): only the "
+                                     "latin1 encoding of a str (how protocol 2 writes bytes) is admitted")
+    return text.encode("latin1")
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An Unpickler whose find_class admits only `PICKLE_GLOBALS` (and protocol 2's bytes): a planted global
+    (os.system, builtins.exec, any class) raises UnpicklingError naming it and `path` before anything runs.
+    encoding="latin1": Python 2 str become str, and numpy's Python 2 array payloads decode as numpy expects."""
+
+    def __init__(self, file, path: Path):
+        super().__init__(file, encoding="latin1")
+        self.path = Path(path)
+
+    def find_class(self, module: str, name: str):
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_bytes
+        if (module, name) in PICKLE_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"refusing {module}.{name} in {self.path}: a data pickle may hold only dicts, lists, str, bytes, numbers "
+            "and numpy arrays, and this one names other code, which was not run")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError(f"refusing a persistent id in {self.path}: data pickles have none")
+
+
+def load_pickle(path: Path):
+    """The object in pickle file `path`, read by `RestrictedUnpickler` (no code runs). Errors propagate: wrap the
+    call in `reading` to have them name the file."""
+    with open(path, "rb") as fh:
+        return RestrictedUnpickler(fh, path).load()
+
+
+# ------------------------------------------------------------------------------------------------ images
+
+_SIXTEEN_BIT_GREY = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
 def read_image(path: Path) -> torch.Tensor:
-    """A JPEG / PNG file as uint8 RGB (3, H, W), decoded by torchvision.io.decode_image (grey and palette images
-    are expanded to RGB, alpha is dropped, EXIF orientation is ignored: as PIL's Image.open(...).convert("RGB"))."""
-    from torchvision.io import ImageReadMode, decode_image
+    """A JPEG / PNG file as uint8 RGB (3, H, W), decoded by Pillow: grey and palette images are expanded to RGB,
+    alpha is dropped, EXIF orientation is ignored (Image.open(...).convert("RGB")); 16-bit grey PNGs are scaled to
+    8 bits by rounding v * 255 / 65535 (as torchvision's decoder, used before, did)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
 
     with reading(path, "image"):
-        data = torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8)
-        with warnings.catch_warnings():  # torchvision 0.29 announces its decoders' move to TorchCodec on every call
-            warnings.filterwarnings("ignore", TORCHVISION_DEPRECATION, DeprecationWarning)
-            image = decode_image(data, mode=ImageReadMode.RGB)
-        if image.dtype != torch.uint8:  # 16-bit PNG: scale to 8 bits
-            image = ((image.to(torch.int64) * 255 + 32767) // 65535).to(torch.uint8)
+        with Image.open(io.BytesIO(Path(path).read_bytes())) as im:
+            if im.mode in _SIXTEEN_BIT_GREY:
+                grey = np.asarray(im, dtype=np.int64)
+                rgb = np.repeat(((grey * 255 + 32767) // 65535).astype(np.uint8)[..., None], 3, axis=2)
+            else:
+                rgb = np.array(im.convert("RGB"), dtype=np.uint8)  # a writable copy: torch warns on read-only arrays
+        image = torch.from_numpy(rgb).permute(2, 0, 1).contiguous()
     return image
 
 

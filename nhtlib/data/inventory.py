@@ -4,9 +4,9 @@ The compute planner and the paper-scale guard ask this module before anything is
 says which folder a file-reading task reads (the loaders' own finders decide: `nhtlib.data.cifar.find_cifar`,
 `nhtlib.data.mnist.find_mnist`, `nhtlib.data.celeba.find_celeba`, `nhtlib.data.waterbirds.find_waterbirds`,
 `nhtlib.data.waterbirds.find_cub`), how many examples of each split are there, and how many the official data set
-has (`FULL_SIZES`). It never reads pixels and never hashes a file: it counts image files, reads the count fields
-of pickle batches and IDX headers, and counts the rows of the annotation files, so it takes well under a second
-even on the full data sets. Generated tasks (sparse parity, modular arithmetic) have no inventory (None).
+has (`FULL_SIZES`). It never decodes an image and never hashes a file: it counts image files, reads the label lists
+of pickle batches (with the package's restricted unpickler, `nhtlib.data.files.load_pickle`) and the IDX headers,
+and counts the rows of the annotation files, so it takes about a second even on the full data sets. Generated tasks (sparse parity, modular arithmetic) have no inventory (None).
 
 Two guards raise `IncompleteDataError` (a FileNotFoundError) with a message that says what is missing, what was
 found, where the full data set must go and why it is needed:
@@ -20,12 +20,10 @@ those of the real Waterbirds data set.
 """
 from __future__ import annotations
 
-import codecs
 import csv
 import gzip
 import math
 import os
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,6 +32,7 @@ from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.data import TaskConfig
 from nhtlib.data.coloured_borders import BorderCIFARTask
 from nhtlib.data.celeba import IDENTITY_FILE, IMAGE_DIR, PARTITION_FILE, CelebATask, find_celeba
+from nhtlib.data.files import DataSchemaError, load_pickle
 from nhtlib.data.cifar import IMAGE_SUFFIXES, N_CLASSES, PICKLE_DIRS, PICKLE_FILES, CIFARTask, cifar_source, find_cifar
 from nhtlib.data.mnist import MNISTTask, mnist_files
 from nhtlib.data.waterbirds import CUB_DIR, CUB_IMAGES, STANDARD_DIRS, STANDIN_CSV, WaterbirdsTask, find_cub, find_waterbirds
@@ -181,30 +180,10 @@ def _cifar_target(name: str, root: Path | None) -> str:
             f"({N_CLASSES[name]} class folders) in {(root or NO_ROOT) / name}, or pass data_root.")
 
 
-class _Stub:
-    """Stands for every class a pickle names: counting labels needs no numpy array (and runs no foreign code)."""
-
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __setstate__(self, state):
-        pass
-
-
-class _HeaderUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if (module, name) == ("_codecs", "encode"):  # how protocol 2 writes bytes (e.g. the keys b"labels")
-            return codecs.encode
-        return _Stub
-
-
 def _pickle_count(path: Path) -> int:
-    """Examples in one CIFAR pickle batch: the length of its label list (the pixel payload is skipped)."""
-    with open(path, "rb") as fh:
-        entry = _HeaderUnpickler(fh, encoding="bytes").load()
+    """Examples in one CIFAR pickle batch: the length of its label list. Read by the package's restricted unpickler
+    (`files.load_pickle`): a planted global is refused by name, and nothing in the file runs."""
+    entry = load_pickle(path)
     if not isinstance(entry, dict):
         raise ValueError(f"holds a {type(entry).__name__}, not a dict")
     entry = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
@@ -241,7 +220,7 @@ def cifar_inventory(name: str = "cifar10", data_root: str | None = None) -> Data
         return DataInventory(name, folder, found, dict(full), layout, tuple(problems), (), target)
     try:
         listing = cifar_source(name, str(root)).listing
-    except FileNotFoundError as err:  # class folders wrong: count what is there anyway, and say why it is unusable
+    except (FileNotFoundError, DataSchemaError) as err:  # class folders wrong: count what is there anyway, say why
         problems.append(str(err))
         for split in ("train", "test"):
             classes = [d for d in (folder / split).iterdir() if d.is_dir()]

@@ -3,13 +3,14 @@
 `load_mnist(data_root)` reads ``<root>/mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` (also
 ``<root>/mnist/raw/`` or ``<root>/MNIST/raw/``, torchvision's layout) and caches the uint8 tensors under
 results_root()/data_cache/, keyed by the content fingerprint of the four files (`files.cached_decode`).
-Uncompressed IDX files (torchvision's ``MNIST/raw/`` layout) are read by torchvision's own reader
-(``torchvision.datasets.mnist.read_image_file`` / ``read_label_file``); the gzipped ones (the book's ``mnist/``
-layout) are parsed here, since torchvision's reader takes uncompressed files only (its ``MNIST`` class extracts
-.gz files only as part of ``download=True``, into the data folder, which may be read-only). All four files must be
-there; a truncated or corrupt file (the payload length is checked against the product of the header's dimensions
-before either reader runs) raises an error naming it, and Dataset.meta["data"]["official_md5"] records whether the
-.gz files are the official ones (torchvision's ``MNIST.resources``; None for uncompressed files).
+Both the gzipped files (the book's ``mnist/`` layout) and uncompressed ones (torchvision's ``MNIST/raw/`` layout)
+are parsed here (the same tensors torchvision's ``read_image_file`` / ``read_label_file`` give; its ``MNIST`` class
+extracts .gz files only as part of ``download=True``, into the data folder, which may be read-only). All four files
+must be there; each is checked against the IDX schema: magic number 00000803 for images and 00000801 for labels
+(a swapped or foreign file is refused), the payload length against the product of the header's dimensions (a
+truncated file), 28 x 28 images, as many labels as images, labels 0..9. A mismatch raises an error naming the
+file. Dataset.meta["data"]["official_md5"] records whether the .gz files are the official ones (torchvision's
+``MNIST.resources``; None for uncompressed files).
 
 `MNISTTask` builds a Dataset from the first n_train / n_test images, standardised. With ``shortcut="patch"`` it is
 the book's **Shortcut MNIST** (ours; the D_LR paper's Fig. 1 construction is unknown, shared/papers/dlr.md §4.1):
@@ -30,13 +31,16 @@ import torch
 from nhtlib.config import check_choice, check_range, not_identity
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.data import Dataset, Split, TaskConfig
-from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, reading
+from nhtlib.data.files import DataSchemaError, cached_decode, describe, file_digests, fingerprint, reading
 
 FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 MEAN, STD = 0.1307, 0.3081
 SHORTCUTS = ("none", "patch")
 IMAGE_SHAPE = (28, 28)
+
+
+MAGIC = {3: "00000803", 1: "00000801"}  # IDX of unsigned bytes with 3 (images) / 1 (labels) dimensions
 
 
 def _idx_header(data: bytes) -> tuple[tuple[int, ...], int]:
@@ -56,21 +60,19 @@ def _check_payload(dims: tuple[int, ...], payload: int) -> None:
 
 
 def _read_idx(path: Path, ndim: int) -> torch.Tensor:
-    """uint8 tensor of an IDX file with `ndim` dimensions (3: images, 1: labels); errors name the file."""
+    """uint8 tensor of an IDX file with `ndim` dimensions (3: images, 1: labels), .gz or uncompressed, parsed here
+    (the header's magic number and dimensions against the payload); errors name the file (a magic number for
+    another kind of file is a DataSchemaError)."""
     with reading(path, "MNIST IDX file"):
-        if path.suffix == ".gz":  # the book's layout: parsed here
-            data = gzip.decompress(path.read_bytes())
-            dims, header = _idx_header(data)
-            _check_payload(dims, len(data) - header)
-            if len(dims) != ndim:
-                raise ValueError(f"{len(dims)} dimensions {dims}, expected {ndim}")
-            return torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=header).reshape(dims)
-        from torchvision.datasets.mnist import read_image_file, read_label_file
-
-        with open(path, "rb") as fh:
-            dims, header = _idx_header(fh.read(16))
-        _check_payload(dims, path.stat().st_size - header)
-        return (read_image_file if ndim == 3 else read_label_file)(str(path))
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        if data[:4].hex() != MAGIC[ndim] and len(data) >= 4 and data[:3] == b"\0\0\x08":
+            kind = "images" if ndim == 3 else "labels"
+            raise DataSchemaError(path, None, f"the magic number {MAGIC[ndim]} of an IDX file of {kind} "
+                                  f"({ndim} dimension{'s' if ndim > 1 else ''})", data[:4].hex(),
+                                  "Check that the images and labels files are not swapped or replaced.")
+        dims, header = _idx_header(data)
+        _check_payload(dims, len(data) - header)
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=header).reshape(dims)
 
 
 def find_mnist(data_root: str | None = None) -> Path:
@@ -111,11 +113,14 @@ def _decode(folder: Path, names: list[str]) -> dict[str, tuple[torch.Tensor, tor
     for split, (images, labels) in zip(FILES, (names[:2], names[2:])):
         x, y = _read_idx(folder / images, 3), _read_idx(folder / labels, 1).long()
         if tuple(x.shape[1:]) != IMAGE_SHAPE:
-            raise ValueError(f"{folder / images} holds {tuple(x.shape[1:])} images; MNIST's are {IMAGE_SHAPE}")
+            raise DataSchemaError(folder / images, None, f"images of {IMAGE_SHAPE} pixels", f"{tuple(x.shape[1:])}")
         if len(x) != len(y):
-            raise ValueError(f"{folder / images} holds {len(x)} images but {folder / labels} {len(y)} labels")
+            raise DataSchemaError(folder / labels, None, f"one label per image of {images} ({len(x):,})",
+                                  f"{len(y):,} labels")
         if len(y) and not (0 <= int(y.min()) and int(y.max()) <= 9):
-            raise ValueError(f"{folder / labels} holds labels {int(y.min())}..{int(y.max())}; MNIST's are 0..9")
+            first = int(torch.nonzero(y > 9)[0])
+            raise DataSchemaError(folder / labels, None, "labels 0..9",
+                                  f"label {int(y[first])} at example {first} ({int((y > 9).sum())} outside 0..9)")
         out[split] = (x, y)
     return out
 

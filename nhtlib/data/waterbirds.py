@@ -38,7 +38,9 @@ images/``: 1,675 photos of species 001-050, shared/data/README.md "cub/"). Const
   else 256 px, zero-padded to a square; cached with `cached_decode`), then standardised.
 
 Reading, for both sources: metadata.csv / waterbirds_standin.csv with pandas (torchvision has no Waterbirds reader;
-WILDS has one but is not a dependency), images with ``torchvision.io.decode_image`` (`files.read_image`, which names
+WILDS has one but is not a dependency), checked against their schemas (`WATERBIRDS_SCHEMA`, `STANDIN_SCHEMA`: split
+0 / 1 / 2, y and place 0 / 1, cub_is_training_image 0 / 1, no empty cell, each image once; a mismatch raises
+`files.DataSchemaError` naming the file and the line), images with Pillow (`files.read_image`, which names
 a corrupt file) and resized by `files.resample`, which reproduces Pillow's filters exactly. The decoded photos are
 cached keyed by the content fingerprint of the csv and the listed images; the same fingerprint is the task's
 `data_fingerprint`.
@@ -64,7 +66,7 @@ from nhtlib.config import ConfigError, check_choice, check_range, not_identity
 from nhtlib.data.groups import count_groups
 from nhtlib.paths import data_root as resolve_data_root
 from nhtlib.data import Dataset, ImageCodec, TaskConfig
-from nhtlib.data.files import cached_decode, describe, file_digests, fingerprint, read_image, resample
+from nhtlib.data.files import DataSchemaError, cached_decode, check_values, describe, file_digests, fingerprint, read_image, resample
 from nhtlib.data.grouped import grouped_dataset, stratified_subset
 
 SOURCES = ("waterbirds", "cub_standin")
@@ -75,6 +77,10 @@ CUB_DIR, STANDIN_CSV, CUB_IMAGES = "cub", "waterbirds_standin.csv", Path("CUB_20
 BIRD_MARGIN = 0.1  # the bird crop is its bounding box grown by 10 % of the box size per side (boxes are tight)
 MIN_BACKGROUND_SIDE = 8  # a donor photo's background strip must be >= 8 px (decoded scale) on its short side
 MAX_BACKGROUND_ASPECT = 2.0  # strips are cut to at most 2:1 before being stretched to the square canvas
+# the csv columns read, with their allowed values (None: any non-empty value); a value outside refuses the file
+WATERBIRDS_SCHEMA = {"img_filename": None, "y": (0, 1), "split": (0, 1, 2), "place": (0, 1)}
+STANDIN_SCHEMA = {"img_filename": None, "y": (0, 1), "cub_is_training_image": (0, 1), "width": None, "height": None,
+                  "bbox_x": None, "bbox_y": None, "bbox_width": None, "bbox_height": None}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -122,11 +128,32 @@ def _listed_digests(folder: Path, csv_name: str, image_dir: Path, files: list[st
 
 
 def _read_waterbirds_csv(folder: Path) -> pd.DataFrame:
-    meta = pd.read_csv(folder / "metadata.csv")
-    missing = [c for c in ("img_filename", "y", "split", "place") if c not in meta.columns]
+    return read_checked_csv(folder / "metadata.csv", WATERBIRDS_SCHEMA)
+
+
+def read_checked_csv(path: Path, schema: dict[str, tuple | None]) -> pd.DataFrame:
+    """A csv whose columns follow `schema` ({column: allowed values, or None for any non-empty value}); extra
+    columns are kept. DataSchemaError naming the file, the line (the header is line 1), what was expected and what
+    was found for a missing column, an empty cell or a value outside its set; image file names must be unique."""
+    table = pd.read_csv(path)
+    missing = [c for c in schema if c not in table.columns]
     if missing:
-        raise ValueError(f"{folder / 'metadata.csv'} lacks column(s) {missing}; has {list(meta.columns)}")
-    return meta
+        raise DataSchemaError(path, 1, f"the columns {', '.join(schema)}", f"{list(table.columns)} (missing: "
+                              f"{', '.join(missing)})")
+    for column, allowed in schema.items():
+        empty = np.flatnonzero(table[column].isna().to_numpy() | (table[column].astype(str).str.strip() == ""))
+        if len(empty):
+            raise DataSchemaError(path, 2 + int(empty[0]), f"a value in column {column}", "an empty cell")
+        if allowed is not None:  # one word in a column makes pandas read it all as text: compare numbers
+            numbers = pd.to_numeric(table[column], errors="coerce")
+            check_values(path, [v if pd.isna(n) else n for v, n in zip(table[column], numbers)], allowed, column,
+                         first_line=2)
+            table[column] = numbers.astype(np.int64)
+    twice = np.flatnonzero(table["img_filename"].duplicated().to_numpy())
+    if len(twice):
+        raise DataSchemaError(path, 2 + int(twice[0]), "each img_filename listed once",
+                              f"{table['img_filename'].iat[twice[0]]} a second time")
+    return table
 
 
 def _waterbirds_source(data_root: str | None) -> tuple[Path, pd.DataFrame, dict]:
@@ -188,7 +215,7 @@ def _cub_source(data_root: str | None) -> tuple[Path, pd.DataFrame, dict]:
     """(folder, waterbirds_standin.csv, digests of the csv and every photo it lists): what the fingerprint and the
     loader both read."""
     folder = find_cub(data_root)
-    table = pd.read_csv(folder / STANDIN_CSV)
+    table = read_checked_csv(folder / STANDIN_CSV, STANDIN_SCHEMA)
     files = table["img_filename"].tolist()
     return folder, table, _listed_digests(folder, STANDIN_CSV, CUB_IMAGES, files, "CUB photos")
 

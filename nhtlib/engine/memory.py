@@ -18,7 +18,6 @@ from typing import Any, Sequence
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from nhtlib.config import TrainConfig
@@ -75,7 +74,8 @@ class StepCost:
     train_fixed / forward_fixed: FLOPs per step (per evaluation chunk) that do not grow with the batch;
     saved_bytes: activation bytes a training step keeps for its backward pass, per example; live_bytes: the largest
     single activation of a forward pass, per example (what an evaluation batch holds at once, ×2 for in and out);
-    parameters: one member's parameter count; kernels: aten operations of one training step (launches on a GPU).
+    parameters: one member's parameter count; kernels: operations of one training step (`step_operations`: about
+    its kernel launches on a GPU).
     """
 
     train_flops: float
@@ -96,14 +96,21 @@ class StepCost:
         return self.forward_fixed * math.ceil(examples / max(1, chunk)) + self.forward_flops * examples
 
 
-class _CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
+def step_operations(loss: torch.Tensor) -> int:
+    """Operations of the training step that produced `loss` (its kernel launches on a GPU, roughly), counted on its
+    autograd graph through public API only (``Tensor.grad_fn``, ``Node.next_functions``): each differentiable
+    forward operation twice (its forward and its backward, one graph node) and each parameter's gradient
+    accumulation once (its AccumulateGrad node, a leaf of the graph). Operations on tensors that need no gradient
+    (input reshapes before the first weight) are not counted. Call it before ``loss.backward()``."""
+    seen, stack, leaves = set(), [loss.grad_fn], 0
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        leaves += hasattr(node, "variable")  # AccumulateGrad: the parameter whose gradient it accumulates
+        stack.extend(child for child, _ in node.next_functions)
+    return 2 * (len(seen) - leaves) + leaves
 
 
 def random_inputs(shape: DataLayout, n: int, k: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -115,9 +122,10 @@ def random_inputs(shape: DataLayout, n: int, k: int = 1, generator: torch.Genera
 
 
 def _one_step(model: nn.Module, shape: DataLayout, batch: int) -> tuple[float, float, float, float, int]:
-    """(step FLOPs, forward FLOPs, saved bytes, largest activation bytes, aten ops) of one member at `batch`:
+    """(step FLOPs, forward FLOPs, saved bytes, largest activation bytes, operations) of one member at `batch`:
     measured on the model's PROBE_MEMBERS members together (a batched implementation, e.g. grouped convolutions,
-    may count differently from one member alone), divided by their number (aten ops: not divided)."""
+    may count differently from one member alone), divided by their number (operations, `step_operations`: not
+    divided, a batched call launches them once for all its members)."""
     x = random_inputs(shape, batch, PROBE_MEMBERS)
     y = torch.randint(0, shape.n_classes, (PROBE_MEMBERS, batch))
     live = [0]
@@ -139,14 +147,14 @@ def _one_step(model: nn.Module, shape: DataLayout, batch: int) -> tuple[float, f
         saved[0] += t.numel() * t.element_size()
         return t
 
-    ops = _CountOps()
-    with FlopCounterMode(display=False) as step, ops:
+    with FlopCounterMode(display=False) as step:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             loss = member_loss(model(x), y).sum()
+        ops = step_operations(loss)
         loss.backward()
     model.zero_grad(set_to_none=True)
     m = PROBE_MEMBERS
-    return step.get_total_flops() / m, forward.get_total_flops() / m, saved[0] / m, live[0] / m, ops.count
+    return step.get_total_flops() / m, forward.get_total_flops() / m, saved[0] / m, live[0] / m, ops
 
 
 def measure_step(config: Any, shape: DataLayout | None = None) -> StepCost:

@@ -9,7 +9,8 @@ A member's cache key is its config, the hash of the code the run executes (`nhtl
 code's import closure and the logged metrics' module, never a plot, a rule or a page), and the fingerprint of the data files its task reads
 (`TaskConfig.data_fingerprint`): a run trained on one copy of a data set is never served for another. Before anything
 is trained the cache is checked to be writable, so a read-only cache fails in seconds, not after hours of training.
-Members that diverge (non-finite loss or norm) are stored as diverged (`diverged_step`) and reported.
+Members that diverge (non-finite loss or norm, or a blow-up of the loss: `nhtlib.analysis.divergence`) are stored as
+diverged (`diverged_step`) and reported.
 """
 from __future__ import annotations
 
@@ -289,8 +290,9 @@ def _train_batch(configs: list[RunConfig], keys: list[str], cache: RunCache, dev
     if diverged:
         listed = ", ".join(f"seed {c.seed} lr {c.train.lr:g} wd {c.train.weight_decay:g} at step {int(d)}"
                            for c, d in diverged[:5])
-        warnings.warn(f"{len(diverged)} of {len(configs)} members diverged (non-finite loss or norm) and are recorded "
-                      f"as diverged, not as results: {listed}{' ...' if len(diverged) > 5 else ''}", stacklevel=3)
+        warnings.warn(f"{len(diverged)} of {len(configs)} members diverged (non-finite loss or norm, or a loss "
+                      f"blow-up) and are recorded as diverged, not as results: {listed}"
+                      f"{' ...' if len(diverged) > 5 else ''}", stacklevel=3)
     checkpoint.unlink(missing_ok=True)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()

@@ -11,10 +11,12 @@ written atomically at log steps when
 `checkpoint_path` is given, so a killed run resumes where it stopped and produces the same table as an unkilled one.
 A checkpoint that cannot be parsed is discarded with a warning naming its path (training restarts from step 0).
 
-Divergence: a member whose training loss (checked at every step, on the device, without a host synchronisation) or
-squared norm (checked at every log step) is not finite is *diverged*: it is stopped (its loss no longer enters the
-backward pass, its rows end at the last finite log) and its table carries the step in the column `diverged_step`
-(NaN for members that did not diverge). The other members go on unaffected: members share no parameters.
+Divergence (`nhtlib.analysis.divergence`): a member whose training loss (checked at every step, on the device,
+without a host synchronisation) or squared norm (checked at every log step) is not finite, or whose logged training
+loss blew up (`blew_up`: above 1000x its running minimum and above its first logged value), is *diverged*: it is
+stopped (its loss no longer enters the backward pass, its rows end at the last sound log) and its table carries the
+step in the column `diverged_step` (NaN for members that did not diverge). The other members go on unaffected:
+members share no parameters.
 
 Precision (`TrainConfig.precision`, `nhtlib.engine.precision`): the TF32 flags hold for the whole run (and are restored
 when it returns); under "bf16" the training forward and the evaluation forwards run under bf16 autocast, the loss in
@@ -38,6 +40,7 @@ from tqdm import tqdm  # plain text bars: no widget dependency in notebooks
 from nhtlib.engine.cache import load_checkpoint, save_checkpoint
 from nhtlib.config import TrainConfig
 from nhtlib.data import Dataset, Split
+from nhtlib.analysis.divergence import blew_up
 from nhtlib.analysis.metrics.norms import layer_squared_norms, norm_columns
 from nhtlib.engine.optim import lr_factor
 from nhtlib.engine.precision import precision_context, tf32_flags
@@ -86,6 +89,29 @@ class BatchSampler:
         for g, s in zip(self.generators, state["generators"]):
             g.set_state(s)
         self.perms, self.positions = list(state["perms"]), list(state["positions"])
+
+
+class LossWatch:
+    """The running minimum and first value of each member's logged training loss, what `blew_up` compares a new
+    one with. Built from the rows logged so far, so a resumed run flags exactly what an unkilled one does."""
+
+    def __init__(self, rows: Sequence[Sequence[dict]], device: torch.device):
+        losses = [[row["train_loss"] for row in member] for member in rows]
+        self.n_logged = max((len(member) for member in losses), default=0)
+        self.first = torch.tensor([m[0] if m else float("nan") for m in losses], dtype=torch.float64, device=device)
+        # NaN losses are left out of the minimum, here as in `add` (fmin), so a resumed run keeps the same one
+        self.floor = torch.tensor([min((x for x in m if x == x), default=float("inf")) for m in losses],
+                                  dtype=torch.float64, device=device)
+
+    def blew_up(self, loss: torch.Tensor) -> torch.Tensor:
+        """(K,) bool: which members' logged training loss `loss` (K,) is a finite blow-up."""
+        return blew_up(loss, self.floor, self.first, self.n_logged)
+
+    def add(self, loss: torch.Tensor) -> None:
+        if self.n_logged == 0:
+            self.first = loss.clone()
+        self.floor = torch.fmin(self.floor, loss)
+        self.n_logged += 1
 
 
 def indices_to(idx: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -141,9 +167,9 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
     whatever cfg.precision. cfg.precision sets the forward passes' precision (`nhtlib.engine.precision`); cfg.compile
     compiles the training forward.
     Columns of each table: step, lr_now (scheduled lr), <split>_loss, <split>_acc for every split, norm_sq,
-    norm_sq:<layer>, extra metrics, wall_s, diverged_step (the first step with a non-finite training loss or norm;
-    NaN unless the member diverged, in which case its rows stop at the last finite log step; a member that is not
-    finite at initialisation keeps its step-0 row).
+    norm_sq:<layer>, extra metrics, wall_s, diverged_step (the first step with a non-finite training loss or norm,
+    or the log step where the training loss blew up; NaN unless the member diverged, in which case its rows stop at
+    the last sound log step; a member that is not finite at initialisation keeps its step-0 row).
     """
     k_members = len(seeds)
     device = next(model.parameters()).device
@@ -175,6 +201,7 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
         rows, start_step, elapsed_before = state["rows"], state["step"], state["elapsed"]
         if "diverged_at" in state:
             diverged_at.copy_(state["diverged_at"])
+    losses = LossWatch(rows, device)  # after a resume: rebuilt from the rows logged before the kill
 
     def log(step: int, elapsed: float) -> None:
         model.eval()
@@ -189,13 +216,16 @@ def train(model: nn.Module, data: Dataset, cfg: TrainConfig, *, seeds: Sequence[
             with precision_context("fp32", device.type):  # extra metrics are always plain fp32
                 values.update(extra_metrics(model, data))
         model.train()
-        # a non-finite norm diverges the member at this log step (if its loss had not already)
-        newly = (diverged_at < 0) & ~torch.isfinite(values["norm_sq"]).to(device)
+        # a non-finite norm or a blow-up of the logged loss diverges the member at this log step (if its loss had
+        # not already)
+        train_loss = values["train_loss"].to(device)
+        newly = (diverged_at < 0) & (~torch.isfinite(values["norm_sq"]).to(device) | losses.blew_up(train_loss))
         diverged_at.masked_fill_(newly, step)
+        losses.add(train_loss)
         dead = (diverged_at >= 0).tolist()
         factor = lr_factor(cfg.lr_schedule, min(step, cfg.steps - 1), cfg.steps)
         for k in range(k_members):
-            if dead[k] and rows[k]:  # rows stop at the last finite log: NaN logits still "predict" class 0
+            if dead[k] and rows[k]:  # rows stop at the last sound log: NaN logits still "predict" class 0
                 continue
             row = {"step": step, "lr_now": float(lrs_t[k]) * factor}
             row.update({name: float(v[k]) for name, v in values.items()})

@@ -7,10 +7,19 @@ its source, n, the interval and the rule in words), `Claims.show(ids...)` prints
 `overview_markdown` makes the chapter's opening table from the same declarations. `claims.save()` writes them as
 results/<scale>/<chapter>/claims.csv (next to the executed chapter; `paths.chapter_dir`, i.e. the runner's staging
 folder while `nhtlib.cli.runner` runs the chapter) and `claims.table()` renders the chapter's
-closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page.
+closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page; `verdict_counts` counts
+them, a verdict outside `VERDICTS` as "unknown verdict" (`unknown_verdicts` names those claims), never dropped.
+
+Text on a page: every value that reaches a page (a claim's statement, the paper's value, ours, a verdict, an id, a
+parameter, a path, a device, an error) goes through one function for the context it lands in, all here:
+`markdown_text` (Markdown/MyST prose and table cells), `markdown_code` (a code span), `markdown_role` (a MyST link
+role, or plain text when the link would not be safe) and `html_text` (raw HTML). The book's own MyST (a claim
+declaration's `where` and `test`, a chapter's title) is written by its authors and passed as it is.
 """
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -28,6 +37,57 @@ COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "s
 
 
 EstimateOf = Callable[[Any], "Estimate | Mapping[str, Estimate] | None"]
+
+
+# Text on a page --------------------------------------------------------------------------------------------------
+
+# what starts markup anywhere in a line: raw HTML and entities (< > &), code and roles (`), roles and substitutions
+# ({ }), links and footnotes ([ ]), math ($), table cells (|), emphasis (* _ ~) and the escape itself (\)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>&$|~])")
+_BLOCK_MARK = re.compile(r"^(\s*)([#+\-=:(])")  # what starts a block at a line's start: heading, list, fence, target
+_LIST_NUMBER = re.compile(r"^(\s*\d{1,9})([.)])(?=\s|$)")  # "1. " / "1)": an ordered list (not "2.5.1")
+_ROLE_TARGET = re.compile(r"[\w./\-]+")  # a section label, a page or a file: what a role may link to
+
+
+def one_line(value: Any) -> str:
+    """`value` as text on one line: every line break (\\n, \\r, U+2028 ...: `str.splitlines`) becomes a space, so
+    that no value can end a paragraph, a table row or a directive it is put into."""
+    return " ".join(str(value).splitlines())
+
+
+def markdown_text(value: Any) -> str:
+    """`value` as literal text in Markdown/MyST prose or a table cell: on one line (`one_line`), every character
+    that could start markup backslash-escaped (`_MARKDOWN_SPECIAL`: < > & ` { } [ ] $ | * _ ~ \\) and a block marker at
+    its start (# - + = : ( or "1. ") too. It renders as exactly the text of `value`."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(value))
+    return _LIST_NUMBER.sub(r"\1\\\2", _BLOCK_MARK.sub(r"\1\\\2", text))
+
+
+def markdown_code(value: Any) -> str:
+    """`value` as a Markdown code span (a command, a hash; not in a table cell, where "|" splits it): shown
+    literally, on one line, between fences one backtick longer than its longest run of backticks, so nothing in it
+    closes the span early."""
+    text = one_line(value)
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""  # CommonMark drops one space each side
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_role(role: str, text: Any, target: Any) -> str:
+    """The MyST role `role` linking `text` to `target` (a section, a page or a file) when it is safe: `text` on one
+    line without backticks, angle brackets, backslashes or vertical bars, `target` of word characters, '.', '/' and
+    '-' only; otherwise `text` as `markdown_text`, so a hostile id or name is shown, linking nowhere, and never breaks
+    out of the role."""
+    text = str(text)
+    if (_ROLE_TARGET.fullmatch(str(target)) and text.strip() and len(text.splitlines()) == 1
+            and not re.search(r"[`<>\\|]", text)):
+        return f"{{{role}}}`{text} <{target}>`"
+    return markdown_text(text)
+
+
+def html_text(value: Any) -> str:
+    """`value` as literal text inside raw HTML (a table cell, an attribute): `html.escape` with quotes."""
+    return html.escape(str(value), quote=True)
 
 
 @dataclass(frozen=True)
@@ -73,12 +133,15 @@ def not_tested(claim_id: str, statement: str, paper: str, source: str, reason: s
 
 def overview_markdown(claims: Sequence[Claim]) -> str:
     """The chapter's opening table, made from its claim declarations: id, what is claimed with the paper's value and
-    source tag, where the chapter shows it, and our test."""
+    source tag (escaped: `markdown_text`), where the chapter shows it, and our test (the book's own MyST, e.g.
+    {ref} links: only kept on one line with its "|" escaped)."""
     rows = ["| claim | the claim, and the paper's value | where | our test (per seed, 95 % interval over seeds) |",
             "|---|---|---|---|"]
     for c in claims:
-        cells = [f"**{c.id}**", f"{c.spec.statement}. *Paper:* {c.spec.paper}", c.where or "—", c.test or "—"]
-        rows.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |")
+        authored = [one_line(text or "—").replace("|", "\\|") for text in (c.where, c.test)]  # the book's own MyST
+        cells = [f"**{markdown_text(c.id)}**",
+                 f"{markdown_text(c.spec.statement)}. *Paper:* {markdown_text(c.spec.paper)}", *authored]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -147,8 +210,10 @@ def verdict_markdown(*results: ClaimResult) -> str:
     out = []
     for r in results:
         null = " (null claim)" if r.null else ""
-        out.append(f"**{r.id}**{null} — {r.statement}: **{r.verdict}**. Ours: {r.ours}. Paper: {r.paper}. "
-                   f"*Rule:* {r.rule}." + (f" {r.note}." if r.note else ""))
+        text = {name: markdown_text(getattr(r, name)) for name in ("id", "statement", "verdict", "ours", "paper",
+                                                                  "rule", "note")}
+        out.append(f"**{text['id']}**{null} — {text['statement']}: **{text['verdict']}**. Ours: {text['ours']}. "
+                   f"Paper: {text['paper']}. *Rule:* {text['rule']}." + (f" {text['note']}." if r.note else ""))
     return "\n\n".join(out)
 
 
@@ -158,16 +223,15 @@ VERDICT_COLOURS = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced
 
 def style_claims(frame: pd.DataFrame):
     """A claims table for people (a pandas Styler): every text escaped (a claim or parameter never reaches the page
-    as HTML), the verdict coloured, a "rule" column folded into a detail the reader opens."""
-    import html
+    as HTML: `html_text`), the verdict coloured, a "rule" column folded into a detail the reader opens."""
 
     def colour(v: str) -> str:
         return f"background-color: {VERDICT_COLOURS.get(v, 'white')}"
 
     def folded(rule: str) -> str:
-        return f"<details><summary>rule</summary>{html.escape(str(rule))}</details>" if rule else ""
+        return f"<details><summary>rule</summary>{html_text(rule)}</details>" if rule else ""
 
-    formatters = {c: (folded if c == "rule" else (lambda v: html.escape(str(v)))) for c in frame.columns}
+    formatters = {c: (folded if c == "rule" else html_text) for c in frame.columns}
     styled = frame.style.hide(axis="index").format(formatters)
     if "verdict" in frame.columns:
         styled = styled.map(colour, subset=["verdict"])
@@ -195,29 +259,63 @@ def scoreboard(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
     return frame.sort_values(["chapter"], kind="stable").reset_index(drop=True)
 
 
+UNKNOWN_VERDICT = "unknown verdict"  # how the counts show a verdict outside VERDICTS (a hand-edited claims.csv)
+UNKNOWN_REASON = "reason not recorded"
+
+
 def counted_verdict(frame: pd.DataFrame) -> pd.Series:
-    """The verdict as the Scoreboard counts it: "not testable here" split by its reason (`untested`: the paper gives
-    no evidence / not run at this scale / no such measurement in the construction), every other verdict as is."""
+    """The verdict as the Scoreboard counts it, one of `COUNTED` for every row: "not testable here" split by its
+    reason (`untested`: the paper gives no evidence / not run at this scale / no such measurement in the
+    construction; an empty or unknown reason as "reason not recorded"), a verdict outside `VERDICTS` (or none) as
+    "unknown verdict", every other verdict as is."""
+    verdict = frame.verdict.fillna("").astype(str)
     untested = frame.get("untested", pd.Series("", index=frame.index)).fillna("").astype(str)
-    reason = untested.where(untested != "", "reason not recorded")
-    return frame.verdict.where(frame.verdict != NOT_TESTABLE, "not testable: " + reason)
+    reason = untested.where(untested.isin(UNTESTED), UNKNOWN_REASON)
+    counted = verdict.where(verdict != NOT_TESTABLE, "not testable: " + reason)
+    return counted.where(verdict.isin(VERDICTS), UNKNOWN_VERDICT)
 
 
 COUNTED = [v for v in VERDICTS if v != NOT_TESTABLE] + [f"not testable: {kind}" for kind in UNTESTED] + [
-    "not testable: reason not recorded"]
+    f"not testable: {UNKNOWN_REASON}", UNKNOWN_VERDICT]
+
+
+def unknown_verdicts(frame: pd.DataFrame) -> list[str]:
+    """The claims whose verdict is outside `VERDICTS`, as "<chapter> <id> ('<verdict>')" ("(no verdict)" for none):
+    the Scoreboard names them (they are counted as "unknown verdict")."""
+    unknown = frame[counted_verdict(frame) == UNKNOWN_VERDICT]
+    return [f"{row.chapter} {row.id} ({'no verdict' if pd.isna(row.verdict) else repr(str(row.verdict))})"
+            for row in unknown.itertuples()]
+
+
+def verdict_tally(verdicts: pd.Series, *, bold: bool = False) -> str:
+    """'4 reproduced · 1 partly · 2 inconclusive': the count of each verdict, in the book's order of verdicts; a
+    verdict outside `VERDICTS` (or none) is counted as "unknown verdict", never left out. Markdown."""
+    named = verdicts.fillna("").astype(str)
+    counts = named.where(named.isin(VERDICTS), UNKNOWN_VERDICT).value_counts()
+    order = [v for v in (*VERDICTS, UNKNOWN_VERDICT) if v in counts]
+    return " · ".join(f"**{counts[v]}** {v}" if bold else f"{counts[v]} {v}" for v in order)
+
+
+SOURCE_NAMES = {"NHT": "NHT (norm-hierarchy transitions)", "NSDL": "NSDL (its grokking companion)",
+                "D_LR": "D_LR (Nam et al.)", "book": "the book's own constructions"}
 
 
 def headline_markdown(frame: pd.DataFrame) -> str:
-    """One sentence per source (NHT, NSDL, D_LR, the book), its claims counted by verdict: the Scoreboard's
-    opening, e.g. "**NHT** — 57 claims: 6 reproduced · 2 partly · …"."""
-    names = {"NHT": "NHT (norm-hierarchy transitions)", "NSDL": "NSDL (its grokking companion)",
-             "D_LR": "D_LR (Nam et al.)", "book": "the book's own constructions"}
+    """One sentence per source (NHT, NSDL, D_LR, the book, then any other source a claims.csv names), its claims
+    counted by verdict: the Scoreboard's opening, e.g. "**NHT** — 57 claims: 6 reproduced · 2 partly · …";
+    then the claims with an unknown verdict, named."""
+    sources = frame.source.fillna("").astype(str)
     lines = []
-    for source in [s for s in names if s in set(frame.source)]:
-        rows = frame[frame.source == source]
+    for source in [*(s for s in SOURCE_NAMES if s in set(sources)), *sorted(set(sources) - set(SOURCE_NAMES))]:
+        rows = frame[sources == source]
         counts = counted_verdict(rows).value_counts()
         tally = " · ".join(f"{counts[v]} {v}" for v in COUNTED if v in counts)
-        lines.append(f"- **{names[source]}** — {len(rows)} claims: {tally}.")
+        name = SOURCE_NAMES.get(source) or markdown_text(source or "source not recorded")
+        lines.append(f"- **{name}** — {len(rows)} claims: {tally}.")
+    unknown = unknown_verdicts(frame)
+    if unknown:
+        lines.append(f"- **{len(unknown)} claims with an {UNKNOWN_VERDICT}** (not one of "
+                     f"{markdown_text(', '.join(VERDICTS))}; counted apart): {markdown_text('; '.join(unknown))}.")
     return "\n".join(lines)
 
 
@@ -226,33 +324,30 @@ def chapter_sections_markdown(frame: pd.DataFrame, titles: Mapping[str, str],
     """The Scoreboard's claims, one section per chapter (its title linked to the chapter, its subtotal), one row per
     claim in the book's column order: the claim linked to the section of its chapter that shows its verdict
     (`anchors`: chapter -> {claim id: MyST target}; a claim shown in no section links to its chapter page),
-    verdict, statement, the paper's value, ours."""
+    verdict, statement, the paper's value, ours — every value escaped (`markdown_text`, `markdown_role`)."""
     out = []
     for chapter, rows in frame.groupby("chapter", sort=False):
-        title = titles.get(chapter, chapter)
-        out += [f"### {{doc}}`{title} <../notebooks/{chapter}>`", "",
-                f"{len(rows)} claims: {' · '.join(f'{n} {v}' for v, n in rows.verdict.value_counts().items())}.",
+        page = f"../notebooks/{chapter}"
+        out += [f"### {markdown_role('doc', titles.get(chapter, chapter), page)}", "",
+                f"{len(rows)} claims: {verdict_tally(rows.verdict)}.",
                 "", "| claim | verdict | statement | paper | ours |", "|---|---|---|---|---|"]
         for row in rows.itertuples():
             target = anchors.get(chapter, {}).get(row.id)
-            link = (f"{{ref}}`{row.id} <{target}>`" if target else f"{{doc}}`{row.id} <../notebooks/{chapter}>`")
-            cells = [_cell(c) for c in (row.statement, row.paper, row.ours)]
-            out.append("| " + " | ".join([link, f"**{row.verdict}**", *cells]) + " |")
+            link = markdown_role("ref", row.id, target) if target else markdown_role("doc", row.id, page)
+            cells = [markdown_text(c) for c in (row.statement, row.paper, row.ours)]
+            out.append("| " + " | ".join([link, f"**{markdown_text(row.verdict)}**", *cells]) + " |")
         out.append("")
     return "\n".join(out)
 
 
-def _cell(text) -> str:
-    """Text for a Markdown table cell: no line break, no bare "|", no raw HTML."""
-    import html
-
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-
-
 def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:
     """`by` (chapter, or source: NHT / NSDL / D_LR / book) x verdicts count table, with a total row; "not
-    testable here" is counted apart for each of its reasons (`counted_verdict`)."""
-    counts = frame.assign(counted=counted_verdict(frame)).groupby([by, "counted"]).size().unstack(fill_value=0)
+    testable here" is counted apart for each of its reasons and a verdict outside `VERDICTS` as "unknown verdict"
+    (`counted_verdict`); a row without a `by` value as "(not recorded)". Every claim is counted: the total is
+    len(frame)."""
+    group = frame[by].fillna("").astype(str).replace("", "(not recorded)")
+    counts = frame.assign(counted=counted_verdict(frame), group=group).groupby(["group", "counted"]).size()
+    counts = counts.unstack(fill_value=0).rename_axis(index=by)
     counts = counts.reindex(columns=[v for v in COUNTED if v in counts.columns])
     counts.columns.name = "verdict"
     counts.loc["total"] = counts.sum()

@@ -11,7 +11,10 @@ against (e.g. the D_LR of structureless features) as a dotted line (`null` argum
 """
 from __future__ import annotations
 
+import io
 import math
+import re
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import matplotlib
@@ -22,6 +25,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+
+from nhtlib.paths import atomic_write_bytes, chapter_dir  # noqa: E402
 
 PALETTE = "viridis"
 REGIME_COLOURS = {"weak": "#4c72b0", "intermediate": "#55a868", "strong": "#c44e52"}
@@ -34,6 +39,10 @@ FONT_PT = 10  # labels, titles
 SMALL_FONT_PT = 9  # ticks, legends, cell labels: the smallest text of any figure
 PAPER_STYLE = {"color": "black", "ls": "--", "lw": 1.3}  # the paper's value beside ours
 NULL_STYLE = {"ls": ":", "lw": 1.6}  # a null value (in the colour of the line it belongs to, else grey)
+FILE_DPI = 150  # the PNG a chapter writes beside its executed notebook (sharper than the page's inline PNG)
+FIGURE_FORMATS = ("svg", "png")
+FIGURE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")  # a file name that is also a readable label: lambda-sweep
+SVG_HASH_SALT = "nht-book"  # fixed salt of the SVG's element ids: the same figure gives the same bytes
 
 
 def set_theme() -> None:
@@ -427,3 +436,34 @@ def verdict_bars(counts: pd.DataFrame, *, ax=None, title: str = "", xlabel: str 
     ax.set(xlabel=xlabel, title=title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    """`fig` as a file of format `fmt` ("svg" or "png" at `FILE_DPI`), byte-identical for an identical figure: no
+    creation date in the metadata and a fixed salt for the SVG's ids (matplotlib otherwise draws a random one)."""
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
+        fig.savefig(buffer, format=fmt, dpi=FILE_DPI, metadata={"Date": None})
+    return buffer.getvalue()
+
+
+def save_figure(fig, name: str, *, chapter: str, scale: str) -> dict[str, Path]:
+    """Write `fig` as figures/<name>.svg and figures/<name>.png into the chapter's results folder
+    (`nhtlib.paths.chapter_dir`: results/<scale>/<chapter>/, or the runner's staging folder while it runs the
+    chapter, so the files are swapped in with the executed notebook). Returns {format: path}."""
+    if not FIGURE_NAME.match(name):
+        raise ValueError(f"figure name {name!r} of chapter {chapter!r}: use lower-case words joined by '-' "
+                         f"(e.g. 'lambda-sweep'); it names the files figures/<name>.svg and .png")
+    folder = chapter_dir(chapter, scale) / "figures"
+    paths = {fmt: folder / f"{name}.{fmt}" for fmt in FIGURE_FORMATS}
+    for fmt, path in paths.items():
+        atomic_write_bytes(path, figure_bytes(fig, fmt))
+    return paths
+
+
+def show(fig, name: str, *, chapter: str, scale: str) -> None:
+    """Save `fig` beside the chapter's executed notebook (`save_figure`), then show it in the page as
+    `plt.show()` does (the page's figure is unchanged). Returns None, as `plt.show()` does, so that a cell ending
+    with it shows the figure and nothing else."""
+    save_figure(fig, name, chapter=chapter, scale=scale)
+    plt.show()

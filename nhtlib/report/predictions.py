@@ -309,7 +309,7 @@ def inverse_lambda_r2(summary: pd.DataFrame, time: str, *, lam: str = "lam", see
         x, t = _by_lambda(g.dropna(subset=[time]), time, lam)
         if len(x) < min_points:
             return float("nan")
-        return fit_inverse_lambda(x, t, n_boot=0).r2  # NaN for a constant T
+        return fit_inverse_lambda(x, t).r2  # NaN for a constant T
 
     return interval(per_seed(summary, r2, seed), bounds=(-math.inf, 1.0))
 

@@ -144,7 +144,8 @@ def for_people(df: pd.DataFrame, names: Mapping | None = None, formats: Mapping 
     frame = frame.rename_axis(index=[human_name(n, names) if n is not None else None for n in frame.index.names])
     if isinstance(frame.columns, pd.MultiIndex) or frame.columns.has_duplicates:
         raise ValueError(f"for_people needs distinct flat column names, got {list(frame.columns)}")
-    styler = frame.style.format({renamed[c]: f for c, f in specs.items()}, na_rep=MISSING)
-    styler = styler.format_index(index_value, axis=0)
+    # escape="html": a cell or label from a results file (a verdict, a claim id) is shown as text, never as markup
+    styler = frame.style.format({renamed[c]: f for c, f in specs.items()}, na_rep=MISSING, escape="html")
+    styler = styler.format_index(index_value, axis=0, escape="html").format_index(axis=1, escape="html")
     styler = styler.set_table_attributes('class="dataframe"')
     return styler.hide(axis="index") if hide_index else styler
