@@ -28,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import nhtlib
-from nhtlib.cli.main import CHECKOUT_ENV
+from nhtlib.cli.program import CHECKOUT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())

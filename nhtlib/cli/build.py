@@ -345,7 +345,7 @@ def build_site(chapters: list[str], scale: str, *, root: Path, output: Path, fla
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from nhtlib.cli.main import program_name
+    from nhtlib.cli.program import program_name
 
     parser = argparse.ArgumentParser(prog=f"{program_name()} build", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", default=None, help="smoke, cpu or paper (default: $NHT_SCALE, else cpu)")

@@ -18,18 +18,11 @@ import os
 import sys
 from pathlib import Path
 
+from nhtlib.cli.program import CHECKOUT_ENV, program_name
+
 COMMANDS = {"build": "make the book: every chapter that is out of date, then the site",
             "run": "execute one chapter with papermill", "list": "the chapters and their parameters",
             "plan": "what a chapter will cost, and whether it fits (trains nothing)"}
-# Set on the re-executed process: the checkout whose nhtlib it runs (and a guard against re-executing twice).
-CHECKOUT_ENV = "NHT_BOOK_CHECKOUT"
-
-
-def program_name() -> str:
-    """How the user called us, for the usage text: the console script's name (also in the process it re-executed
-    as ``python -m nhtlib``), else the module form."""
-    called_as_script = Path(sys.argv[0]).name == "nht-book" or CHECKOUT_ENV in os.environ
-    return "nht-book" if called_as_script else "python -m nhtlib"
 
 
 def _usage() -> str:

@@ -717,7 +717,7 @@ def _add_box(executed: Path, record: dict[str, Any], folder: Path) -> None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from nhtlib.cli.main import program_name
+    from nhtlib.cli.program import program_name
 
     parser = argparse.ArgumentParser(prog=program_name(),
                                      description="List or run the chapter notebooks of nht-book.")
