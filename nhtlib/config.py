@@ -93,6 +93,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested dict (e.g. `RunConfig.to_dict`) on one level: nested names joined by '.' after `prefix`
+    ("train.lr"); a list becomes a tuple (hashable, so a column of configs can be grouped)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
 def stable_hash(obj: Any, length: int = 16) -> str:
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]

@@ -104,10 +104,9 @@ def final_chapter_dir(chapter: str, scale: str, seed: Any = None, variant: dict[
     defaults other than scale and seed, e.g. a threshold — is not empty (hash over the seed and those parameters).
     So neither other seeds nor other settings ever replace the book's results."""
     if variant:
-        import json
+        from nhtlib.config import stable_hash
 
-        settings = json.dumps({"seed": seed, **variant}, sort_keys=True, default=str).encode()
-        return results_root() / scale / f"{VARIANT_PREFIX}{hashlib.sha256(settings).hexdigest()[:10]}" / chapter
+        return results_root() / scale / f"{VARIANT_PREFIX}{stable_hash({'seed': seed, **variant}, 10)}" / chapter
     if seed is None or seed == DEFAULT_SEED:
         return results_root() / scale / chapter
     return results_root() / scale / f"seed-{seed}" / chapter

@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
 
 from nhtlib.config import SCALES, ConfigError
-from nhtlib.paths import CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit, repo_root, results_root, source_hash
+from nhtlib.paths import (CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit, repo_root,
+                          results_root, source_hash, writable_dir)
 
 KERNEL_NAME = "python3"
 
@@ -536,9 +537,7 @@ def check_output(output: str | os.PathLike | None) -> Path | None:
     if not path.parent.is_dir():
         raise ChapterUsageError(f"--out {path}: the folder {path.parent} does not exist; create it or choose another")
     try:
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".nht-out-probe-")
-        os.close(fd)
-        os.unlink(probe)
+        writable_dir(path.parent, probe=True)
     except OSError as err:
         raise ChapterUsageError(f"--out {path}: files cannot be created in {path.parent} ({err.strerror or err}); "
                                 "choose a writable folder") from err

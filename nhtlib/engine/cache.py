@@ -431,6 +431,8 @@ def save_checkpoint(state: dict[str, Any], path: Path) -> None:
     atomic_torch_save(state, Path(path))
 
 
+# what a plain state's pickle names (tensors rebuilt by torch, ordered dicts): never the payload of a planted file
+PLAIN_GLOBALS = ("torch.", "collections.OrderedDict")
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
@@ -474,16 +476,10 @@ def foreign_globals(data: bytes) -> list[str]:
     pickle would have run), distinct, in order."""
     import torch.serialization
 
-    try:  # a torch.save zip: torch's own list, which knows what its loader allows
+    try:  # a torch.save zip (every checkpoint the loop writes): torch's own list of what its loader refuses
         return list(dict.fromkeys(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))))
-    except Exception:  # noqa: BLE001 - a bare pickle: the same rule, applied here
-        pass
-    try:
-        from torch._weights_only_unpickler import _get_allowed_globals  # private: its absence only lengthens the list
-        allowed = set(_get_allowed_globals())
-    except Exception:  # noqa: BLE001
-        allowed = set()
-    return [name for name in dict.fromkeys(pickle_globals(data)) if name not in allowed]
+    except Exception:  # noqa: BLE001 - a bare pickle, which the loop never writes: what it would import and call
+        return [name for name in dict.fromkeys(pickle_globals(data)) if not name.startswith(PLAIN_GLOBALS)]
 
 
 # the boilerplate of torch's weights-only errors: it advises weights_only=False, which is what a planted file wants

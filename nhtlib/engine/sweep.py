@@ -27,7 +27,7 @@ import torch
 from nhtlib.engine import memory
 from nhtlib.engine.cache import RunCache, run_key
 from nhtlib.engine.source import run_source_hash
-from nhtlib.config import Config, ConfigError, TrainConfig, check_range, resolve_device, stable_hash
+from nhtlib.config import Config, ConfigError, TrainConfig, check_range, flatten, resolve_device, stable_hash
 from nhtlib.data import TaskConfig, stack_members
 from nhtlib.models.base import ModelConfig
 from nhtlib.analysis.divergence import diverged_step
@@ -116,20 +116,9 @@ def grid(base: RunConfig, *, seeds: Iterable[int] = (0,), lrs: Iterable[float] |
     return out
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = tuple(v) if isinstance(v, list) else v
-    return out
-
-
 def varying_columns(configs: Sequence[RunConfig]) -> pd.DataFrame:
     """One row per config with the fields that differ between configs (leaf names when unambiguous)."""
-    flat = [_flatten(c.to_dict()) for c in configs]
+    flat = [flatten(c.to_dict()) for c in configs]
     keys = [k for k in flat[0] if not k.endswith("kind") and len({str(f.get(k)) for f in flat}) > 1]
     for must in ("seed", "train.lr", "train.weight_decay"):
         if must not in keys:

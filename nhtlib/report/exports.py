@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from nhtlib.config import flatten
 from nhtlib.paths import atomic_write_bytes, chapter_files
 from nhtlib.report.claims import markdown_role
 
@@ -43,18 +44,11 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold: ever
 # Run tables --------------------------------------------------------------------------------------------------------
 
 def flat_config(config: Mapping[str, Any], prefix: str = CONFIG_PREFIX) -> dict[str, Any]:
-    """A run's config (`RunConfig.to_dict`: nested dicts) on one level: nested names joined by '.' under `prefix`
+    """A run's config (`RunConfig.to_dict`: nested dicts) on one level (`nhtlib.config.flatten`) under `prefix`
     ("config.train.lr"); a list, or any other value that is no scalar, as its JSON text (a cell holds a scalar)."""
-    out: dict[str, Any] = {}
-    for name, value in config.items():
-        column = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            out.update(flat_config(value, column + "."))
-        elif value is None or isinstance(value, (bool, int, float, str)):
-            out[column] = value
-        else:
-            out[column] = json.dumps(value, sort_keys=True, default=str)
-    return out
+    return {name: value if value is None or isinstance(value, (bool, int, float, str))
+            else json.dumps(value, sort_keys=True, default=str)
+            for name, value in flatten(dict(config), prefix).items()}
 
 
 def _one_type(column: pd.Series) -> pd.Series:

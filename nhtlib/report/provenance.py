@@ -21,7 +21,6 @@ In the site, the page notebooks/<chapter>.html links its files as notebooks/<cha
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import re
@@ -325,11 +324,13 @@ def insert_box(notebook: str | os.PathLike, markdown: str) -> None:
 
 
 def read_record(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """A chapter folder's ``run.json``, or None when there is none (or it is not JSON)."""
-    path = Path(folder) / "run.json"
+    """A chapter folder's ``run.json`` (`nhtlib.report.manifest.read_run_record`), or None when there is none or it
+    cannot be read (the folder's state, `check_folder`, says why)."""
+    from nhtlib.report.manifest import read_run_record
+
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_run_record(Path(folder))
+    except ValueError:
         return None
 
 
