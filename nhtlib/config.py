@@ -13,7 +13,9 @@ import json
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 SCALES = ("smoke", "cpu", "paper")
@@ -230,7 +232,8 @@ def resolve_device(device: str = "auto") -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible; use 'auto' or 'cpu'")
+            raise ConfigError(f"device={device!r} was asked for but no CUDA GPU is visible "
+                              f"({cuda_unavailable_reason()}); use 'auto' or 'cpu'")
         index = device.partition(":")[2]
         if index and int(index) >= torch.cuda.device_count():
             raise ConfigError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s) "
@@ -239,6 +242,78 @@ def resolve_device(device: str = "auto") -> str:
         raise ConfigError(f"device={device!r} was asked for but Apple's MPS backend is not available on this machine "
                           f"(torch {torch.__version__}); use 'auto' or 'cpu'")
     return device
+
+
+PAPER_ON_CPU_ENV = "NHT_PAPER_ON_CPU"  # "1" (with device="cpu"): train a paper-scale chapter on the CPU all the same
+DETERMINISTIC_ENV = "NHT_DETERMINISTIC"  # "1": deterministic algorithms on CUDA (`nhtlib.engine.train.backend_flags`)
+NVIDIA_DRIVER_FILE = "/proc/driver/nvidia/version"  # Linux: present while an NVIDIA kernel driver is loaded
+
+
+def env_switch(name: str) -> bool:
+    """An on/off environment variable: "1" on; unset, "" or "0" off; anything else a ConfigError naming it."""
+    value = os.environ.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise ConfigError(f"{name}={value!r} is not allowed; set it to 1 (on) or 0 (off), or unset it")
+    return value == "1"
+
+
+def deterministic_mode() -> bool:
+    """Whether $NHT_DETERMINISTIC=1 asks for deterministic algorithms (recorded with every run; not part of any
+    result's identity: it changes float rounding on CUDA only, and speed)."""
+    return env_switch(DETERMINISTIC_ENV)
+
+
+def nvidia_driver_version() -> str | None:
+    """The loaded NVIDIA kernel driver's version ("unknown" when its file does not say), None when none is loaded."""
+    try:
+        text = Path(NVIDIA_DRIVER_FILE).read_text()
+    except OSError:
+        return None
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", text)
+    return found.group(1) if found else "unknown"
+
+
+def cuda_unavailable_reason() -> str | None:
+    """None when torch can use a CUDA device; else why not, in words: a CPU-only torch, a driver too old for the
+    CUDA this torch was built for (torch's own "CUDA initialization" warning, caught, when it says so; else a
+    driver that is loaded while torch finds no device), devices hidden by $CUDA_VISIBLE_DEVICES, or no driver."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:  # torch warns (once per process) why CUDA did not start
+        warnings.simplefilter("always")
+        if torch.cuda.is_available():
+            return None
+    if not torch.version.cuda:
+        return f"this torch is a CPU-only build (torch {torch.__version__})"
+    build = f"torch {torch.__version__} built for CUDA {torch.version.cuda}"
+    said = " ".join(str(w.message).split(" Please")[0] for w in caught  # its first sentence: what went wrong
+                    if "CUDA" in str(w.message) or "driver" in str(w.message))
+    driver = nvidia_driver_version()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if "too old" in said:
+        return f"the NVIDIA driver{f' {driver}' if driver else ''} is too old for this torch ({build}): {said}"
+    if driver is not None and visible is not None:
+        return f"no CUDA device visible (CUDA_VISIBLE_DEVICES={visible!r} hides driver {driver}'s devices; {build})"
+    if driver is not None:
+        return (f"the NVIDIA driver {driver} is loaded but torch finds no device: the driver is probably too old for "
+                f"this torch ({build}){f'; torch said: {said}' if said else ''}")
+    return f"no CUDA device visible (no NVIDIA driver is loaded; {build})"
+
+
+def check_scale_device(scale: str, device: str = "auto") -> str:
+    """The device a chapter at `scale` trains on (`resolve_device`), refusing to train scale="paper" on a CPU: hours
+    of GPU work would take days there, so a machine without a usable CUDA device raises ConfigError naming why
+    (`cuda_unavailable_reason`) unless asked explicitly, with device="cpu" and $NHT_PAPER_ON_CPU=1."""
+    check_choice("scale", scale, SCALES)
+    # asked before resolve_device: torch says why its CUDA did not start at the first call only
+    reason = cuda_unavailable_reason() if scale == "paper" else None
+    resolved = resolve_device(device)
+    if scale != "paper" or resolved != "cpu" or (device == "cpu" and env_switch(PAPER_ON_CPU_ENV)):
+        return resolved
+    reason = reason or "device='cpu' was asked for"
+    raise ConfigError(f"scale='paper' refuses to train on the CPU: {reason}. Run it on a machine with a usable CUDA "
+                      f"GPU (device='auto' or 'cuda'); to train it on the CPU all the same, pass device='cpu' and set "
+                      f"{PAPER_ON_CPU_ENV}=1")
 
 
 @dataclass(frozen=True)
@@ -252,7 +327,9 @@ class ChapterParams(Config):
 
     def validate(self) -> None:
         check_choice("scale", self.scale, SCALES)
-        check_device(self.device)  # the format only: whether this machine has that device is resolve_device's
+        check_device(self.device)  # the format; whether this machine has that device is resolve_device's
+        if self.scale == "paper":  # a paper-scale page refuses a machine without a usable GPU, before any cell runs
+            check_scale_device(self.scale, self.device)
         check_range("seed", self.seed, 0, None, integer=True)
         if self.data_root is not None and not isinstance(self.data_root, str):
             raise ConfigError(f"data_root={self.data_root!r} must be a path string or None")

@@ -312,3 +312,19 @@ def lazy_attributes(package: str, names: dict[str, str]):
         return getattr(module, attribute) if attribute else module
 
     return __getattr__
+
+
+def holder_alive(record: dict[str, Any]) -> bool:
+    """Whether the process a record names (its host and pid) may still run: on another host, or without a pid to
+    test, it is assumed to (its lease then expires by time)."""
+    import socket
+
+    if record.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(record["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, TypeError, ValueError, OverflowError):
+        return True  # another user's process, or no pid to test
+    return True

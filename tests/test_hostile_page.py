@@ -36,7 +36,7 @@ BUILD_TIMEOUT_S = 300
 def hostile_claims() -> tuple[pd.DataFrame, ClaimResult]:
     """The claims of the page (a hostile statement, ours, rule and note; a hostile verdict and id) and its row."""
     row = ClaimResult(id="P1", statement=HOSTILE, paper=HOSTILE, source="NHT", ours=HOSTILE, n=3, low=0.1, high=0.2,
-                      rule=HOSTILE, verdict="reproduced", null=False, note=HOSTILE)
+                      rule=HOSTILE, verdict="reproduced", null=False, note=HOSTILE, to_decide=HOSTILE)
     odd = ClaimResult(id="P`2", statement="a second claim", paper="—", source="book", ours="—", n=None, low=None,
                       high=None, rule="", verdict=HOSTILE, null=False)
     frame = pd.DataFrame([{"chapter": CHAPTER, **asdict(r), "scale": "smoke"} for r in (row, odd)])
@@ -70,6 +70,8 @@ def write_book(source: Path) -> None:
         markdown_output(claims_module.verdict_markdown(row)),
         markdown_output(claims_module.headline_markdown(frame)),
         markdown_output(claims_module.chapter_sections_markdown(frame, {CHAPTER: "A hostile page"}, {})),
+        markdown_output(claims_module.to_decide_markdown(frame.assign(verdict="inconclusive"),
+                                                         {CHAPTER: "A hostile page"})),
         nbformat.v4.new_output("display_data", data={
             "text/html": claims_module.style_claims(frame[["id", "verdict", "statement", "rule"]]).to_html(),
             "text/plain": "<Styler>"})]

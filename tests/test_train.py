@@ -127,3 +127,106 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     clean = pd.read_parquet(tmp_path / "clean.parquet").drop(columns=["wall_s"])
     pd.testing.assert_frame_equal(resumed, clean)
     assert not list(checkpoints.glob("*.pt")), "the checkpoint must be removed once the batch finishes"
+
+
+# resuming across a change of chunking, the backend switches, the checkpoint interval
+
+class Killed(BaseException):
+    """What a kill does to the run: no `except Exception` (the out-of-memory back-off) catches it."""
+
+
+CHUNKED = nht.grid(nht.RunConfig(TASK, MODEL, nht.TrainConfig(steps=40, n_logs=4, batch_size=16, checkpoint_every=10)),
+                   seeds=range(4), weight_decays=[0.5])
+
+
+@pytest.fixture(scope="module")
+def clean_chunked(tmp_path_factory) -> pd.DataFrame:
+    """CHUNKED trained in one call, never killed."""
+    from nhtlib.engine.cache import RunCache
+
+    cache = RunCache(tmp_path_factory.mktemp("clean") / "cache")
+    return nht.run(CHUNKED, cache=cache, progress=False).drop(columns="wall_s")
+
+
+@pytest.mark.parametrize("files_before_kill, max_members, resumed_steps", [
+    (8, 2, [2] * 40),  # 4 members killed after their checkpoints of step 20, resumed as 2 calls of 2, each from 20
+    (6, 4, [2] * 50),  # killed while saving step 20: members 0-1 at 20, 2-3 at 10, which train apart (20 + 30 steps)
+])
+def test_a_killed_call_resumes_in_calls_of_another_size(tmp_path, monkeypatch, clean_chunked, files_before_kill,
+                                                        max_members, resumed_steps):
+    import nhtlib.engine.train as train_module
+    from nhtlib.engine.cache import RunCache
+
+    cache, written, save = RunCache(tmp_path / "killed"), [], train_module.save_checkpoint
+
+    def save_then_kill(state, path):
+        save(state, path)
+        written.append(state["step"])
+        if len(written) == files_before_kill:
+            raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(train_module, "save_checkpoint", save_then_kill)
+        with pytest.raises(Killed):
+            nht.run(CHUNKED, cache=cache, progress=False)
+    assert written[:4] == [10] * 4 and len(list(cache.checkpoints.glob("*.pt"))) == 4  # one file per member
+    members, step = [], train_module.training_step
+
+    def counted(model, optimizer, x, y, **kwargs):
+        members.append(x.shape[0])
+        return step(model, optimizer, x, y, **kwargs)
+
+    monkeypatch.setattr(train_module, "training_step", counted)
+    resumed = nht.run(CHUNKED, cache=cache, max_members=max_members, progress=False).drop(columns="wall_s")
+    assert members == resumed_steps
+    pd.testing.assert_frame_equal(resumed, clean_chunked, check_exact=True)
+    assert not list(cache.checkpoints.glob("*.pt"))
+
+
+def test_backend_switches_hold_during_training_only(monkeypatch):
+    from nhtlib.engine.train import CUBLAS_DETERMINISTIC, backend_flags
+
+    cudnn = torch.backends.cudnn
+    conv = nht.models.config("simple_cnn", width=0.25).build((3, 8, 8), 2, [0, 1])
+    mlp = MODEL.build((8,), 2, [0, 1])
+
+    def switches():
+        return cudnn.benchmark, cudnn.deterministic, torch.are_deterministic_algorithms_enabled()
+
+    before = switches()
+    monkeypatch.delenv("NHT_DETERMINISTIC", raising=False)
+    with backend_flags(conv, "cuda") as deterministic:
+        assert switches() == (True, before[1], before[2]) and not deterministic  # autotuned convolutions
+    for model, device in ((conv, "cpu"), (mlp, "cuda")):
+        with backend_flags(model, device):
+            assert switches() == before
+    monkeypatch.setenv("NHT_DETERMINISTIC", "1")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    with backend_flags(conv, "cuda") as deterministic:
+        assert deterministic and switches() == (False, True, True)
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == CUBLAS_DETERMINISTIC
+    assert switches() == before
+
+
+def test_the_deterministic_mode_is_recorded_but_not_in_the_key(tmp_path, monkeypatch):
+    from nhtlib.cli import runner
+    from nhtlib.engine.cache import RunCache
+
+    cache, config = RunCache(tmp_path), nht.RunConfig(TASK, MODEL, nht.TrainConfig(steps=10, n_logs=2))
+    monkeypatch.setenv("NHT_DETERMINISTIC", "1")
+    table = nht.run([config], cache=cache, progress=False)
+    assert cache.meta(nht.sweep.member_keys([config])[0])["deterministic"] is True
+    record = runner._run_record(runner.notebooks_dir() / "01_toy_norm_hierarchy.ipynb", {}, {}, "smoke", 0,
+                                time.time(), 1.0)
+    assert record["deterministic"] is True
+    monkeypatch.setenv("NHT_DETERMINISTIC", "0")
+    monkeypatch.setattr(nht.sweep, "_train_batch", lambda *a, **k: pytest.fail("the mode changed the run key"))
+    assert nht.run([config], cache=cache, progress=False).equals(table)
+
+
+def test_checkpoints_are_spaced_by_their_write_time():
+    from nhtlib.engine.train import checkpoint_interval
+
+    assert checkpoint_interval(0.01) == 30.0  # small: every 30 s at most
+    assert checkpoint_interval(10.0) == pytest.approx(200.0)  # 10 s writes: 5 % of the wall time
+    assert checkpoint_interval(60.0) == 600.0  # huge: still every 10 min, what a kill may lose

@@ -9,7 +9,9 @@ spread of the refits as a standard error, with a t quantile on n − 1 degrees o
 the refits under-covers at these n; the coverage is tested too); a spread across seeds (a standard deviation) gets
 the chi-square interval of `sd_interval`; a share of exchangeable runs (runs as the unit) gets the Wilson interval of
 `share_interval`, widened by the design effect of runs clustered in seeds. Fewer than `MIN_UNITS` units decide
-nothing (`Estimate.decided`). The verdict rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval
+nothing (`Estimate.decided`). Power: `units_to_decide` (`units_to_clear` for a t-interval) gives the units at which an
+interval, its centre and spread as measured (`interval_at`), would clear a rule's bound — the read-out an undecided
+claim shows. The verdict rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval
 (`nhtlib.analysis.forecast`) read these.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pandas as pd
 
 LEVEL = 0.95  # every interval of the book is a 95 % interval
 MIN_UNITS = 3  # fewer seeds (or runs, where runs are the unit) decide nothing
+MOST_UNITS = 100  # a power read-out stops here: an effect that needs more units is too small to chase
 N_BOOT = 4000  # seed resamples of `seed_bootstrap` (its standard error moves by < 2 % beyond ~2,000)
 BOOT_SEED = 0  # fixed, so a re-run of the same table gives the same interval
 
@@ -112,16 +115,21 @@ def sd_interval(values: Sequence[float], unit: str = "seeds", level: float = LEV
     s·√((n−1)/χ²₁₋α/₂) to s·√((n−1)/χ²α/₂) for normal values — the spread of a result across seeds (NHT Table 2 #5).
     A bootstrap cannot stand in here: with 3 seeds some resamples repeat one seed three times, so its lower end is
     always 0. With 3 seeds the interval runs from 0.52 s to 6.3 s; NaN values are left out."""
-    from scipy.stats import chi2
-
     x = np.asarray([v for v in values if v is not None and math.isfinite(float(v))], dtype=float)
     n = len(x)
     if n < 2:
         return Estimate(float("nan"), float("nan"), float("nan"), n, unit, "none", tuple(x))
     sd = float(x.std(ddof=1))
-    low = sd * math.sqrt((n - 1) / chi2.ppf(0.5 + level / 2, n - 1))
-    high = sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1))
+    low, high = chi_square_bounds(sd, n, level)
     return Estimate(sd, low, high, n, unit, "chi-square", tuple(x))
+
+
+def chi_square_bounds(sd: float, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """The chi-square `level` interval (low, high) of a standard deviation `sd` measured on n normal values."""
+    from scipy.stats import chi2
+
+    return (sd * math.sqrt((n - 1) / chi2.ppf(0.5 + level / 2, n - 1)),
+            sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1)))
 
 
 def seed_bootstrap(groups: Mapping[Any, Any], statistic: Callable[[list], float], *, level: float = LEVEL,
@@ -158,8 +166,6 @@ def share_interval(successes: Sequence[int], trials: Sequence[int], level: float
     Wilson interval uses the effective number of runs n / deff, where the design effect deff ≥ 1 is the ratio of
     the between-seed (cluster) variance of the share to the binomial one; one seed, or seeds that agree, give
     deff = 1). The estimate's unit is 'runs' and n the number of runs; fewer than MIN_UNITS runs decide nothing."""
-    from scipy.stats import norm
-
     y, m = np.asarray(successes, float), np.asarray(trials, float)
     keep = m > 0
     y, m = y[keep], m[keep]
@@ -172,12 +178,19 @@ def share_interval(successes: Sequence[int], trials: Sequence[int], level: float
     if k > 1 and 0 < p < 1:
         cluster_var = k / (k - 1) * float(((y - p * m) ** 2).sum()) / n ** 2
         deff = max(1.0, cluster_var / (p * (1 - p) / n))
-    n_eff = n / deff
+    low, high = wilson(p, n / deff, level)
+    method = "Wilson" if deff == 1.0 else f"Wilson, clustered by seed (deff {deff:.2f})"
+    return Estimate(p, low, high, n, "runs", method)
+
+
+def wilson(p: float, n_eff: float, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson `level` interval (low, high) of a share p over n_eff effective runs (runs / design effect)."""
+    from scipy.stats import norm
+
     z = float(norm.ppf(0.5 + level / 2))
     centre = (p + z * z / (2 * n_eff)) / (1 + z * z / n_eff)
     half = z / (1 + z * z / n_eff) * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff ** 2))
-    method = "Wilson" if deff == 1.0 else f"Wilson, clustered by seed (deff {deff:.2f})"
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, "runs", method)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def runs_needed(bound: float, level: float = LEVEL) -> int:
@@ -192,11 +205,113 @@ def runs_needed(bound: float, level: float = LEVEL) -> int:
 def seeds_needed(sd: float, limit: float, most: int = 100, level: float = LEVEL) -> int | None:
     """The seeds that put the chi-square `level` upper bound of a measured standard deviation `sd` (`sd_interval`)
     below `limit`; None beyond `most` seeds."""
-    from scipy.stats import chi2
-
     for n in range(2, most + 1):
-        if sd * math.sqrt((n - 1) / chi2.ppf(0.5 - level / 2, n - 1)) < limit:
+        if chi_square_bounds(sd, n, level)[1] < limit:
             return n
+    return None
+
+
+# ----------------------------------------------------------------------------------------- power: units to decide
+
+T_SCALED = ("t", "bootstrap-se", "welch")  # intervals centre ± t(n − 1)·se, se ∝ 1/√n: they shrink as t(m − 1)/√m
+
+
+def _t_shrink(n: int, m, level: float = LEVEL):
+    """(t(m − 1)/√m) / (t(n − 1)/√n): the factor by which a t-interval's half-width measured at n units shrinks at m
+    units when the spread stays; m an int or an array of them."""
+    from scipy.stats import t
+
+    m = np.asarray(m, dtype=float)
+    return t.ppf(0.5 + level / 2, m - 1) / np.sqrt(m) / (t_quantile(n, level) / math.sqrt(n))
+
+
+def units_to_clear(side: float, n: int, distance: float, level: float = LEVEL) -> int | None:
+    """The smallest m ≥ max(n, MIN_UNITS) units at which a t-interval clears a bound: side·(t(m−1)/√m)/(t(n−1)/√n)
+    < distance, where `side` is the interval's half-width measured at n units and `distance` the distance from its
+    centre to the bound it must clear (both in the statistic's units). None when more than MOST_UNITS would be
+    needed, or distance ≤ 0 (the centre lies on the bound: no n clears it). It assumes that the spread measured
+    stays, and the centre too: a read-out of power at the effect observed, not a promise."""
+    if not distance > 0:
+        return None
+    start = max(n, MIN_UNITS)
+    if start > MOST_UNITS:
+        return None
+    if side == 0:  # a constant statistic: its interval is its value at every n
+        return start
+    if n < 2 or not math.isfinite(side):
+        raise ValueError(f"a half-width measured at n = {n} units ({side}) cannot be scaled")
+    m = np.arange(start, MOST_UNITS + 1)
+    clears = side * _t_shrink(n, m, level) < distance
+    return int(m[np.argmax(clears)]) if clears.any() else None
+
+
+def half_width(estimate: Estimate, toward: float | None = None, level: float = LEVEL) -> float:
+    """The estimate's interval half-width at its n, on the side facing `toward` (the upper side when toward lies
+    above the centre; both sides when None: the larger). A t-interval with its per-unit values is measured from them,
+    t(n − 1)·sd/√n, so that clipping to the statistic's range (`interval(bounds=...)`) does not shrink it; a
+    constant statistic has 0; an estimate without an interval NaN."""
+    if estimate.method == "exact":
+        return 0.0
+    if estimate.method == "t" and len(estimate.values) >= 2:
+        return t_quantile(len(estimate.values), level) * float(np.std(estimate.values, ddof=1)) / math.sqrt(
+            len(estimate.values))
+    below, above = estimate.value - estimate.low, estimate.high - estimate.value
+    if toward is None:
+        return max(below, above)
+    return above if toward > estimate.value else below
+
+
+def interval_at(estimate: Estimate, m: int, level: float = LEVEL) -> tuple[float, float]:
+    """The `level` interval (low, high) the estimate would have at m units, its centre and spread staying as
+    measured: a t-scaled interval (`T_SCALED`; a Welch interval approximated with n − 1 degrees of freedom) shrinks
+    as t(m − 1)/√m; a Wilson share keeps its share and design effect (recovered from the measured interval) over m
+    runs; a standard deviation keeps its value with the chi-square interval of m units; a constant statistic keeps
+    its zero width. NaN for an estimate without an interval."""
+    if estimate.method == "exact":
+        return estimate.value, estimate.value
+    if estimate.method in T_SCALED:
+        half = half_width(estimate, level=level) * float(_t_shrink(estimate.n, m, level))
+        return estimate.value - half, estimate.value + half
+    if estimate.method == "chi-square":
+        return chi_square_bounds(estimate.value, m, level)
+    if estimate.method.startswith("Wilson"):
+        return wilson(estimate.value, m * _effective_share(estimate, level), level)
+    return float("nan"), float("nan")
+
+
+def _effective_share(estimate: Estimate, level: float) -> float:
+    """n_eff / n of a Wilson share (1 / its design effect), solved from the width of its measured interval: the
+    Wilson width falls as n_eff grows, and deff ≥ 1 puts n_eff in (0, n]."""
+    from scipy.optimize import brentq
+
+    p, n = estimate.value, estimate.n
+
+    def excess(n_eff: float) -> float:
+        low, high = wilson(p, n_eff, level)
+        return (high - low) - estimate.width
+
+    if excess(n) >= -1e-12:  # deff = 1 (also every share of 0 or 1)
+        return 1.0
+    tiny = 1e-9 * n
+    return brentq(excess, tiny, n, xtol=1e-12 * n) / n if excess(tiny) > 0 else tiny / n
+
+
+def units_to_decide(estimate: Estimate, bounds: Sequence[float], level: float = LEVEL) -> int | None:
+    """The smallest m ≥ max(n, MIN_UNITS) units at which the estimate's interval (`interval_at`, centre and spread
+    as measured) lies strictly beyond every bound in `bounds` on its centre's side (a bound below the centre: the
+    lower end above it; above: the upper end below it; two bounds: the interval fits between them). A t-scaled
+    interval in closed form (`units_to_clear`, at the nearest bound); a Wilson share or a standard deviation, whose
+    intervals are not symmetric, by trying every m. None beyond MOST_UNITS, or when the centre lies on a bound."""
+    if not bounds or any(b == estimate.value for b in bounds):
+        return None
+    if estimate.method in T_SCALED or estimate.method == "exact":
+        nearest = min(bounds, key=lambda b: abs(estimate.value - b))
+        return units_to_clear(half_width(estimate, nearest, level), estimate.n, abs(estimate.value - nearest),
+                              level)
+    for m in range(max(estimate.n, MIN_UNITS), MOST_UNITS + 1):
+        low, high = interval_at(estimate, m, level)
+        if all(low > b if b < estimate.value else high < b for b in bounds):
+            return m
     return None
 
 

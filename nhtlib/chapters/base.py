@@ -14,6 +14,7 @@ the tests read chapters only through this object:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -59,8 +60,10 @@ class Chapter:
 
     def sweeps(self, scale: str, data_root: str | None = None, first_seed: int = 0) -> list[Sweep]:
         """Every sweep the chapter trains (or, with `reads`, reads) at `scale`: `sweeps_of` on the scale's preset (on
-        the scale's name for a chapter without presets of its own)."""
-        return list(self.sweeps_of(self.preset(scale) if self.presets else scale, data_root, first_seed))
+        the scale's name for a chapter without presets of its own), each told its scale (a paper-scale sweep refuses
+        to train on a CPU: `nhtlib.config.check_scale_device`)."""
+        found = self.sweeps_of(self.preset(scale) if self.presets else scale, data_root, first_seed)
+        return [dataclasses.replace(sweep, scale=scale) for sweep in found]
 
     def sweep(self, name: str, scale: str, data_root: str | None = None, first_seed: int = 0) -> Sweep:
         """The sweep called `name` (ConfigError listing the chapter's sweeps when there is none)."""

@@ -16,8 +16,10 @@ border draw and initialisation), then summarised by `nhtlib.analysis.statistics.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +35,7 @@ from nhtlib.data.coloured_borders import BorderCIFARTask, standardise
 from nhtlib.data.cifar import MEAN, STD
 from nhtlib.analysis import vision
 from nhtlib.models import config as model_config
-from nhtlib.engine.sweep import RunConfig, Sweep, grid
+from nhtlib.engine.sweep import RunConfig, Sweep, grid, metrics_identity
 from nhtlib.chapters.probes import with_dlr
 from nhtlib.analysis.regimes import DECAY_MIN_PCT
 from nhtlib.report.claims import Claim, not_tested
@@ -64,6 +66,7 @@ HEAD_OF = {"SimpleCNN": "head", "ResNet18 + BN": "net.head", "ResNet18 + GN": "n
 LAMBDA_SWEEP = "λ sweep"  # Experiment A (and C) at ρ = 0.95
 RHO_SWEEP = "ρ = {rho}"  # Experiment B at λ = 0.1, one sweep per ρ: RHO_SWEEP.format(rho=0.5)
 PHASE_SWEEP = "phase, ρ = {rho}"  # the phase diagram's extra λ's at one ρ ≠ 0.95: PHASE_SWEEP.format(rho=0.5)
+RHO_PHASE_SWEEP = "ρ = {rho} with its phase λ's"  # both sweeps of one ρ ≠ 0.95, trained together (`trained_together`)
 # the ablation's sweeps are named by the models: the keys of MODELS
 
 
@@ -206,21 +209,40 @@ class BorderRuns:
     budget: float = float("nan")  # Σₛηₛ of A's runs (`decay_budget`): a run's decay budget is λ × budget
 
 
+def trained_together(name: str, parts: Sequence[Sweep]) -> Sweep:
+    """One sweep of the members of `parts` (sweeps that log the same metrics), so that the run trains those of them
+    that share a batch signature in one batched call, not one call per part. Declared before its parts, it trains
+    their members; each part then reads its own table, unchanged (same configs, same cache keys), from the run cache,
+    and the planner, which plans a member once, plans them in its groups."""
+    if len({metrics_identity(p.extra_metrics, p.extra_metrics_key) for p in parts}) != 1:
+        raise ConfigError(f"{name!r}: sweeps that log different extra metrics cannot train together "
+                          f"({', '.join(p.name for p in parts)})")
+    return dataclasses.replace(parts[0], name=name, configs=tuple(c for p in parts for c in p.configs),
+                               probe_examples=max(p.probe_examples for p in parts))
+
+
 def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> list[Sweep]:
-    """Every sweep of the chapter, in the order it runs: the λ sweep (Experiments A and C), one ρ sweep per ρ
-    (Experiment B), the phase diagram's extra λ's per ρ, and one ablation sweep per model (named as in `MODELS`)."""
+    """Every sweep of the chapter, in the order it runs: the λ sweep (Experiments A and C), for every ρ ≠ 0.95 with
+    phase-diagram extras its ρ sweep and phase sweep trained together (`RHO_PHASE_SWEEP`: they differ only in λ, so
+    one batched call), one ρ sweep per ρ (Experiment B), the phase diagram's extra λ's per ρ, and one ablation sweep
+    per model (named as in `MODELS`)."""
     seeds = range(first_seed, first_seed + preset.seeds)
     base = RunConfig(task=task(preset, data_root), model=model_config("simple_cnn"), train=train_config(preset))
     out = [with_dlr(LAMBDA_SWEEP, grid(base, seeds=seeds, weight_decays=preset.lambdas))]
     rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
-    out += [Sweep(RHO_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
-                                                        seeds=rho_seeds, weight_decays=[LAMBDA_B])))
-            for rho in preset.rhos]
+    rho_sweeps = [Sweep(RHO_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
+                                                              seeds=rho_seeds, weight_decays=[LAMBDA_B])))
+                  for rho in preset.rhos]
     extra_lams = [lam for lam in preset.phase_lambdas if lam != LAMBDA_B]
     phase_seeds = range(first_seed, first_seed + preset.phase_seeds)
-    out += [Sweep(PHASE_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
-                                                            seeds=phase_seeds, weight_decays=extra_lams)))
-            for rho in preset.rhos if rho != RHO_A and extra_lams]
+    phase_sweeps = [Sweep(PHASE_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
+                                                                  seeds=phase_seeds, weight_decays=extra_lams)))
+                    for rho in preset.rhos if rho != RHO_A and extra_lams]
+    by_name = {s.name: s for s in rho_sweeps + phase_sweeps}
+    out += [trained_together(RHO_PHASE_SWEEP.format(rho=rho), [by_name[RHO_SWEEP.format(rho=rho)],
+                                                               by_name[PHASE_SWEEP.format(rho=rho)]])
+            for rho in preset.rhos if PHASE_SWEEP.format(rho=rho) in by_name]
+    out += rho_sweeps + phase_sweeps
     ablation = base.replace(train=train_config(preset, preset.ablation_epochs))
     ablation_seeds = range(first_seed, first_seed + preset.ablation_seeds)
     for name, norm in MODELS.items():
@@ -257,6 +279,9 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
     load = dict(preset=preset, device=device, progress=progress)
     runs_a = _load(by_name[LAMBDA_SWEEP], **load).assign(rho=RHO_A)
     sum_a = _with_separation(runs_a, vision.summarise(runs_a, ["lam", "seed"], layers=CONVS, **kw))
+    for rho in preset.rhos:  # one batched call per ρ for its ρ and phase sweeps, whose tables are read below
+        if RHO_PHASE_SWEEP.format(rho=rho) in by_name:
+            by_name[RHO_PHASE_SWEEP.format(rho=rho)].run(device=device, progress=progress)
     runs_b = pd.concat([_load(by_name[RHO_SWEEP.format(rho=rho)], **load).assign(rho=rho) for rho in preset.rhos],
                        ignore_index=True)
     sum_b = vision.summarise(runs_b, ["rho", "seed"], **kw)

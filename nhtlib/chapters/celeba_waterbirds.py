@@ -41,7 +41,7 @@ from nhtlib.data.layout import layout
 from nhtlib.data.waterbirds import STANDARD_DIRS, WaterbirdsTask
 from nhtlib.analysis import groups, vision
 from nhtlib.models import config as model_config
-from nhtlib.paths import data_root as resolve_data_root
+from nhtlib.paths import default_data_root
 from nhtlib.engine.sweep import RunConfig, Sweep, grid
 from nhtlib.chapters.probes import with_dlr
 from nhtlib.analysis.regimes import DECAY_MIN_PCT
@@ -192,27 +192,30 @@ class Domain:
     a_names: tuple[str, str]  # what a = 0 / 1 mean
 
 
-def resolve_waterbirds_source(choice: str, root: Path, preset: ChapterPreset) -> str:
+def resolve_waterbirds_source(choice: str, root: Path | None, preset: ChapterPreset) -> str:
     """The Waterbirds source for `waterbirds_source=choice`: "auto" reads the real data set when its metadata.csv is
-    under `root` (or when the preset requires it: its loader then says where to put it), else the CUB stand-in."""
+    under `root` (or when the preset requires it: its loader then says where to put it), else the CUB stand-in
+    (also when there is no data folder, `root` None or absent: configs are made without the data)."""
     check_choice("waterbirds_source", choice, WATERBIRDS_SOURCES)
     if choice != "auto":
         return choice
-    real = any((root / d / "metadata.csv").exists() for d in STANDARD_DIRS)
+    real = root is not None and any((root / d / "metadata.csv").exists() for d in STANDARD_DIRS)
     return "waterbirds" if real or preset.real_waterbirds else "cub_standin"
 
 
 def domain_tasks(preset: ChapterPreset, data_root: str | None, *, waterbirds_source: str = "auto",
                  target: str = "Smiling", spurious: str = "Blond_Hair") -> dict[str, TaskConfig]:
     """The chapter's two tasks (nothing is read but the folder listing that picks the Waterbirds source):
-    {"celeba": CelebATask, "waterbirds": WaterbirdsTask}."""
-    root = resolve_data_root(data_root, need="celeba")
+    {"celeba": CelebATask, "waterbirds": WaterbirdsTask}. Only configs are made, so the data need not be there (a
+    task names its data_root; building its data is what needs the files, and the loaders say what is missing)."""
+    root = Path(data_root).expanduser() if data_root else default_data_root()  # None: no data folder configured
     pc, pw = preset.celeba, preset.waterbirds
     source = resolve_waterbirds_source(waterbirds_source, root, preset)
+    named = None if root is None else str(root)
     return {"celeba": CelebATask(target=target, spurious=spurious, image_size=pc.image_size,
-                                 split=preset.celeba_split, n_train=pc.n_train, data_root=str(root)),
+                                 split=preset.celeba_split, n_train=pc.n_train, data_root=named),
             "waterbirds": WaterbirdsTask(source=source, image_size=pw.image_size, n_train=pw.n_train,
-                                         data_root=str(root))}
+                                         data_root=named)}
 
 
 def domains(preset: ChapterPreset, params: ChapterParams, *, waterbirds_source: str = "auto",
@@ -308,9 +311,10 @@ def domain_sweep(name: str, task: TaskConfig, p: DomainPreset, n_train: int, fir
 def sweeps(preset: ChapterPreset, data_root: str | None, first_seed: int = 0, *,
            waterbirds_source: str = "auto") -> list[Sweep]:
     """Both λ sweeps as the compute planner sees them, with the training-set sizes the configs imply
-    (`nhtlib.data.layout`: the full split when n_train is None) — the run itself counts the images it built."""
+    (`nhtlib.data.layout`: the full split when n_train is None, at the full data set's size at paper scale, which
+    trains on complete data only) — the run itself counts the images it built."""
     tasks = domain_tasks(preset, data_root, waterbirds_source=waterbirds_source)
-    return [domain_sweep(key, task, getattr(preset, key), layout(task).n_train, first_seed)
+    return [domain_sweep(key, task, getattr(preset, key), layout(task, full=preset.full_data).n_train, first_seed)
             for key, task in tasks.items()]
 
 

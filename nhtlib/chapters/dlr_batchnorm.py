@@ -287,8 +287,10 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | N
                       seeds=seeds)
     cifar = CIFARTask(dataset=dataset, n_train=v.n_train, n_test=v.n_test, image_size=v.image_size,
                       data_root=data_root)
-    n_images = layout(cifar).n_train  # all of the training split when n_train is None
-    n_small = v.shuffle_n or layout(cifar.replace(dataset=v.shuffle_dataset)).n_train
+    # all of the training split when n_train is None: the files' count, or the full set's at paper scale (which
+    # trains on complete data only), so a paper run is sized, and planned, at the paper's data sizes
+    n_images = layout(cifar, full=preset.full_data).n_train
+    n_small = v.shuffle_n or layout(cifar.replace(dataset=v.shuffle_dataset), full=preset.full_data).n_train
     resnet = model_config("resnet18", norm="batch", width=v.width)
     batchnorm = []
     for bn in (False, True):

@@ -4,6 +4,8 @@
     nht-book run 01_toy_norm_hierarchy -p scale cpu -p seed 1     # one chapter (nhtlib.cli.runner)
     nht-book list                                                 # the chapters and their parameters
     nht-book plan all -p scale cpu [--device h200]                # what a chapter costs; trains nothing
+    nht-book train-group 03_border_cifar 12 -p scale paper        # one batched group into the cache (a job)
+    nht-book jobs plan|submit -p scale paper ...                  # every group as a job (nhtlib.cli.jobs)
 
 ``nht-book`` is the console script that ``pip install .`` puts on the PATH; ``python -m nhtlib`` is the same
 function. The commands read the book's checkout (its notebooks/, results/, benchmarks/records/). An editable
@@ -22,12 +24,15 @@ from nhtlib.cli.program import CHECKOUT_ENV, program_name
 
 COMMANDS = {"build": "make the book: every chapter that is out of date, then the site",
             "run": "execute one chapter with papermill", "list": "the chapters and their parameters",
-            "plan": "what a chapter will cost, and whether it fits (trains nothing)"}
+            "plan": "what a chapter will cost, and whether it fits (trains nothing)",
+            "train-group": "train one batched group of a chapter into the run cache (one job)",
+            "jobs": "plan or submit every batched group as a job (submitit: SLURM or local processes)"}
 
 
 def _usage() -> str:
     prog = program_name()
-    listed = "\n".join(f"  {name:<6} {what}" for name, what in COMMANDS.items())
+    width = max(map(len, COMMANDS))
+    listed = "\n".join(f"  {name:<{width}} {what}" for name, what in COMMANDS.items())
     return (f"usage: {prog} <command> [options]\n\ncommands:\n{listed}\n\n"
             f"`{prog} <command> --help` tells each command's options, `{prog} --version` the version.")
 
@@ -66,7 +71,8 @@ def _no_checkout_error() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Dispatch ``build | run | plan | list`` to `nhtlib.cli.build.main` / `nhtlib.cli.runner.main`; the exit status
+    """Dispatch ``build | run | plan | list | train-group | jobs`` to `nhtlib.cli.build.main` /
+    `nhtlib.cli.runner.main` / `nhtlib.cli.jobs.main`; the exit status
     (0 ok, 1 a chapter failed, 2 a usage error or no checkout of the book)."""
     from nhtlib.paths import __version__, repo_root
 
@@ -91,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         from nhtlib.cli import build
 
         return build.main(argv[1:])
+    if argv[0] in ("train-group", "jobs"):
+        from nhtlib.cli import jobs
+
+        return jobs.main(argv)
     from nhtlib.cli import runner
 
     return runner.main(argv)

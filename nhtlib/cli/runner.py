@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
 
 from nhtlib.config import SCALES, ConfigError
-from nhtlib.paths import (CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit, repo_root,
-                          results_root, source_hash, writable_dir)
+from nhtlib.paths import (CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit,
+                          holder_alive, repo_root, results_root, source_hash, writable_dir)
 
 KERNEL_NAME = "python3"
 
@@ -309,21 +309,6 @@ def discard(staging: Staging) -> None:
     shutil.rmtree(staging.scratch, ignore_errors=True)
 
 
-def _owner_alive(journal: dict[str, Any]) -> bool:
-    """Whether the process that wrote a journal may still be running (on another host: assumed so)."""
-    import socket
-
-    if journal.get("host") != socket.gethostname():
-        return True
-    try:
-        os.kill(int(journal["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, KeyError, TypeError, ValueError, OverflowError):
-        return True  # another user's process, or no pid to test: leave it alone
-    return True
-
-
 def _journal_staging(scratch: Path, journal: dict[str, Any]) -> Staging | None:
     """The staging area a journal describes, when its paths are where a journal may point (its staged folder in
     its scratch folder, its final folder under the results folder; never elsewhere: a planted journal moves
@@ -361,7 +346,7 @@ def recover_staging() -> list[str]:
                 shutil.rmtree(scratch, ignore_errors=True)
                 done.append(f"removed {scratch} (an old staging folder without a journal)")
             continue
-        if not isinstance(journal, dict) or _owner_alive(journal):
+        if not isinstance(journal, dict) or holder_alive(journal):
             continue
         staging = _journal_staging(scratch, journal)
         state = journal.get("state")
@@ -391,12 +376,15 @@ def _keep_failed(executed: Path, final: Path, scale: str, output: Path | None) -
 
 def _run_record(path: Path, parameters: dict[str, Any], declared: dict[str, dict[str, Any]], scale: str, seed: Any,
                 started: float, wall_s: float) -> dict[str, Any]:
-    """What run.json records about one successful chapter run (times: ISO 8601 local time; wall time in seconds)."""
+    """What run.json records about one successful chapter run (times: ISO 8601 local time; wall time in seconds;
+    deterministic: whether $NHT_DETERMINISTIC=1 asked for deterministic algorithms, which no run key includes)."""
+    from nhtlib.config import deterministic_mode
 
     def stamp(t: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
 
     return {"chapter": path.stem, "notebook": str(path), "scale": scale, "seed": seed, "parameters": parameters,
+            "deterministic": deterministic_mode(),
             "defaults": {name: info.get("default") for name, info in declared.items()},
             "git_commit": git_commit(), "nhtlib_version": __version__, "nhtlib_source_hash": source_hash(),
             "page_source_hash": page_source_hash(path.stem),

@@ -5,8 +5,10 @@ compute planner needs.
 examples and the examples evaluated at every log step besides the training split. Sizes a config leaves to the data
 (``n_train=None``: "all of it") are what `nhtlib.data.inventory` counts when the data are there, else the full data
 set's (`nhtlib.data.inventory.FULL_SIZES`): a plan is made for the data the run will read, and the planner's data
-check says separately whether they are complete. CelebA's identity split is estimated from its test fraction;
-elsewhere the sizes are exact (tested against real builds in tests/test_plan.py).
+check says separately whether they are complete. ``layout(task, full=True)`` takes the full data set's sizes whatever
+is on disk: paper scale trains only on complete data (its data check refuses anything less), so its runs are sized
+and planned at the paper's data sizes even on a machine that holds a subset. CelebA's identity split is estimated
+from its test fraction; elsewhere the sizes are exact (tested against real builds in tests/test_plan.py).
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from nhtlib.data.sparse_parity import SparseParityTask
 from nhtlib.data.waterbirds import WaterbirdsTask
 
 
-def _sizes(task: TaskConfig, dataset: str) -> dict[str, int]:
-    """Examples per split of what the task will read: the inventory's counts when present, else the full set's."""
-    found = inventory(task)
+def _sizes(task: TaskConfig, dataset: str, full: bool) -> dict[str, int]:
+    """Examples per split of what the task will read: the full set's when `full`, else the inventory's counts when
+    present, else the full set's."""
+    found = None if full else inventory(task)
     return dict(found.found) if found is not None and found.present else dict(FULL_SIZES[dataset])
 
 
@@ -65,41 +68,41 @@ class DataLayout:
         return n * (self.shared_bytes_per_example + members * self.member_bytes_per_example)
 
 
-def _cifar(task: CIFARTask) -> DataLayout:
-    full = _sizes(task, task.dataset)
-    return DataLayout((3, task.image_size, task.image_size), N_CLASSES[task.dataset], task.n_train or full["train"],
-                      task.n_test or full["test"], shared_bytes_per_example=UINT8_CIFAR + LABEL)
+def _cifar(task: CIFARTask, full: bool) -> DataLayout:
+    sizes = _sizes(task, task.dataset, full)
+    return DataLayout((3, task.image_size, task.image_size), N_CLASSES[task.dataset], task.n_train or sizes["train"],
+                      task.n_test or sizes["test"], shared_bytes_per_example=UINT8_CIFAR + LABEL)
 
 
-def _borders(task: BorderCIFARTask) -> DataLayout:
-    full = _sizes(task, task.dataset)
-    n_test = task.n_test or full["test"]
+def _borders(task: BorderCIFARTask, full: bool) -> DataLayout:
+    sizes = _sizes(task, task.dataset, full)
+    n_test = task.n_test or sizes["test"]
     # coloured and clean test sets, plus the gray shortcut images; every seed draws its own border colours
-    return DataLayout((3, task.image_size, task.image_size), N_CLASSES[task.dataset], task.n_train or full["train"],
+    return DataLayout((3, task.image_size, task.image_size), N_CLASSES[task.dataset], task.n_train or sizes["train"],
                       2 * n_test + task.shortcut_per_class * N_CLASSES[task.dataset],
                       shared_bytes_per_example=UINT8_CIFAR + LABEL, member_bytes_per_example=2 * LABEL,
                       per_member_train=True)  # the images shared, each member's labels and border colours its own
 
 
-def _mnist(task: MNISTTask) -> DataLayout:
+def _mnist(task: MNISTTask, full: bool) -> DataLayout:  # sizes from the config: `full` changes nothing
     extra = task.n_test if task.shortcut == "patch" else 0  # the clean copy of the test set
     return DataLayout((1, 28, 28), 10, task.n_train, task.n_test + extra)
 
 
-def _modular(task: ModularTask) -> DataLayout:
+def _modular(task: ModularTask, full: bool) -> DataLayout:  # sizes from the config: `full` changes nothing
     pairs = task.p ** 2
     # every seed draws its own split of the p² pairs
     return DataLayout((2,), task.p, task.n_train, pairs - task.n_train, input_dtype="int64",
                       shared_bytes_per_example=0, member_bytes_per_example=3 * 8, per_member_train=True)
 
 
-def _toy(task: SparseParityTask) -> DataLayout:
+def _toy(task: SparseParityTask, full: bool) -> DataLayout:  # sizes from the config: `full` changes nothing
     return DataLayout((task.n_bits,), 2, task.n_train, task.n_test, shared_bytes_per_example=0,
                       member_bytes_per_example=4 * task.n_bits + LABEL, per_member_train=True)
 
 
-def _celeba(task: CelebATask) -> DataLayout:
-    sizes = _sizes(task, "celeba")
+def _celeba(task: CelebATask, full: bool) -> DataLayout:
+    sizes = _sizes(task, "celeba", full)
     if task.split == "official":
         n_train, n_eval = sizes.get("train", 0), sizes.get("test", 0)
     else:  # identity-disjoint: test_fraction of every group
@@ -109,8 +112,8 @@ def _celeba(task: CelebATask) -> DataLayout:
                       shared_bytes_per_example=3 * task.image_size ** 2 + LABEL)  # uint8, resized at load
 
 
-def _waterbirds(task: WaterbirdsTask) -> DataLayout:
-    sizes = _sizes(task, "waterbirds")
+def _waterbirds(task: WaterbirdsTask, full: bool) -> DataLayout:
+    sizes = _sizes(task, "waterbirds", full)
     pixel = 1 if task.source == "waterbirds" else 4  # real images uint8; the stand-in is composited in float
     return DataLayout((3, task.image_size, task.image_size), 2, task.n_train or sizes["train"],
                       sizes[task.eval_split], shared_bytes_per_example=pixel * 3 * task.image_size ** 2 + LABEL)
@@ -120,9 +123,11 @@ LAYOUTS = {CIFARTask: _cifar, BorderCIFARTask: _borders, MNISTTask: _mnist, Modu
            SparseParityTask: _toy, CelebATask: _celeba, WaterbirdsTask: _waterbirds}
 
 
-def layout(task: TaskConfig) -> DataLayout:
-    """The `DataLayout` of `task` (TypeError for a task kind without a rule: add one to `LAYOUTS`)."""
+def layout(task: TaskConfig, *, full: bool = False) -> DataLayout:
+    """The `DataLayout` of `task` (TypeError for a task kind without a rule: add one to `LAYOUTS`). full: size what
+    the config leaves to the data at the full data set's sizes (`FULL_SIZES`) instead of the files on disk (paper
+    scale)."""
     for kind, rule in LAYOUTS.items():
         if type(task) is kind:
-            return rule(task)
+            return rule(task, full)
     raise TypeError(f"no data layout rule for {type(task).__name__}; add one to nhtlib.data.layout.LAYOUTS")

@@ -42,7 +42,8 @@ Layout under the cache folder::
                                 environment (Python, numpy, torch, CUDA and cuDNN versions, device name)
     runs/.lock                  the lock that pairs each entry's table and metadata
     runs/.lock.holder           who holds the lock exclusively (JSON; present only while it is held)
-    checkpoints/<key>.pt        in-progress training state of a batch of members (deleted when it finishes)
+    checkpoints/<key>.pt        in-progress training state of one member, whatever batch trains it (key:
+                                `member_checkpoint_key`; deleted when the member finishes)
 """
 from __future__ import annotations
 
@@ -375,6 +376,10 @@ class RunCache:
     def checkpoint_path(self, batch_key: str) -> Path:
         return self._ensure(self.checkpoints) / f"{batch_key}.pt"
 
+    def member_checkpoint_path(self, key: str) -> Path:
+        """Where the member of run key `key` resumes from, whatever batch it trains in (`member_checkpoint_key`)."""
+        return self.checkpoint_path(member_checkpoint_key(key))
+
     def check_writable(self) -> None:
         """Create and remove a probe file in runs/ and checkpoints/; raise CacheNotWritableError naming the folder,
         the OS error and the fix. Call it before training: a read-only cache would otherwise fail only after it."""
@@ -419,6 +424,28 @@ def check_plain(value: Any, where: str = "state") -> None:
                     "holds only tensors, str, int, float, bool, None and lists, tuples and dicts of them (it is read "
                     "with torch.load(weights_only=True), which runs no code): convert it, e.g. with .tolist() or "
                     "torch.as_tensor, and back on load")
+
+
+def member_checkpoint_key(key: str) -> str:
+    """The checkpoint key of one member (run key `key`): the key a batch of that member alone is saved under, the hash
+    of its sorted member keys. A batch saves each member's part of its state under the member's own key, so a batch of
+    any size (after an out-of-memory back-off, or on a device with other free memory) resumes every member it holds."""
+    return stable_hash([key], length=24)
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step a checkpoint was saved at, read without loading its tensors (memory-mapped, weights_only: no code
+    runs); 0 when there is none or it does not load (`load_checkpoint` then says why, and training restarts)."""
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+        step = state.get("step", 0) if isinstance(state, dict) else 0
+        return step if type(step) is int else 0
+    except Exception:  # noqa: BLE001 - missing, corrupt or planted: the loader decides what to do with it
+        return 0
 
 
 def save_checkpoint(state: dict[str, Any], path: Path) -> None:

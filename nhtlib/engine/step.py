@@ -14,17 +14,21 @@ import torch
 from torch import nn
 
 from nhtlib.config import TrainConfig
-from nhtlib.engine.optim import BatchedAdamW, BatchedSGD
+from nhtlib.engine.optim import BatchedAdamW, BatchedSGD, StepLayout
 from nhtlib.engine.precision import forward_autocast
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig, lrs: torch.Tensor, wds: torch.Tensor):
+def make_optimizer(model: nn.Module, cfg: TrainConfig, lrs: torch.Tensor, wds: torch.Tensor,
+                   layout: StepLayout | None = None):
+    """The batched optimiser of `cfg` over the model's parameters, each member with its η (lrs, (K,)) and λ (wds,
+    (K,)). layout: how a step walks the parameters (`nhtlib.engine.optim.StepLayout`; None: the device's own, what
+    training uses; the planner passes CUDA's to count a GPU step's launches on the CPU)."""
     params = [p for p in model.parameters() if p.requires_grad]
     # "matrices": decay only weight matrices / conv kernels (ndim >= 2 once the member dim is removed)
     mask = [True if cfg.decay == "all" else p.dim() - 1 >= 2 for p in params]
     if cfg.optimizer == "adamw":
-        return BatchedAdamW(params, lrs, wds, mask, betas=tuple(cfg.betas), eps=cfg.eps)
-    return BatchedSGD(params, lrs, wds, mask, momentum=cfg.momentum)
+        return BatchedAdamW(params, lrs, wds, mask, betas=tuple(cfg.betas), eps=cfg.eps, layout=layout)
+    return BatchedSGD(params, lrs, wds, mask, momentum=cfg.momentum, layout=layout)
 
 
 def member_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

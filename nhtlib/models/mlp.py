@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Sequence
 
 import torch
@@ -59,7 +60,10 @@ def layer_names(n_linear: int) -> list[str]:
 @dataclass(frozen=True)
 class MLPConfig(ModelConfig):
     """MLP with PyTorch's default Linear init; `output_init_scale` multiplies the output layer's initial weights
-    and bias (a large value puts the network in the lazy regime, cf. Chizat et al. 2019)."""
+    and bias (a large value puts the network in the lazy regime, cf. Chizat et al. 2019). It changes only the
+    initial weights, so members of different scales train in one batch (`ModelConfig.INIT_ONLY`)."""
+
+    INIT_ONLY = ("output_init_scale",)
 
     hidden: tuple[int, ...] = (64,)
     activation: str = "relu"
@@ -86,6 +90,12 @@ class MLPConfig(ModelConfig):
         return nn.Sequential(*mods)
 
     def build(self, input_shape: tuple[int, ...], n_classes: int, seeds: Sequence[int]) -> BatchedMLP:
+        return self.build_members(input_shape, n_classes, [(self, seed) for seed in seeds])
+
+    def build_members(self, input_shape: tuple[int, ...], n_classes: int,
+                      members: Sequence[tuple[MLPConfig, int]]) -> BatchedMLP:
+        """Member k: the single MLP of its own config (its own output_init_scale) under its own seed."""
+        self.check_members([config for config, _ in members])
         in_features = math.prod(input_shape)
-        singles = [init_under_seed(s, lambda: self.single(in_features, n_classes)) for s in seeds]
+        singles = [init_under_seed(seed, partial(config.single, in_features, n_classes)) for config, seed in members]
         return BatchedMLP(singles, self.activation)

@@ -7,8 +7,9 @@ its source, n, the interval and the rule in words), `Claims.show(ids...)` prints
 `overview_markdown` makes the chapter's opening table from the same declarations. `claims.save()` writes them as
 results/<scale>/<chapter>/claims.csv (next to the executed chapter; `paths.chapter_dir`, i.e. the runner's staging
 folder while `nhtlib.cli.runner` runs the chapter) and `claims.table()` renders the chapter's
-closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page; `verdict_counts` counts
-them, a verdict outside `VERDICTS` as "unknown verdict" (`unknown_verdicts` names those claims), never dropped.
+closing table. `scoreboard()` gathers every chapter's claims for the book's Scoreboard page (`to_decide_markdown`: what
+would decide each inconclusive one); `verdict_counts` counts them, a verdict outside `VERDICTS` as "unknown verdict"
+(`unknown_verdicts` names those claims), never dropped.
 
 Text on a page: every value that reaches a page (a claim's statement, the paper's value, ours, a verdict, an id, a
 parameter, a path, a device, an error) goes through one function for the context it lands in, all here:
@@ -33,7 +34,7 @@ from nhtlib.report.verdicts import (INCONCLUSIVE, NOT_AT_THIS_SCALE, NOT_TESTABL
                                     ClaimResult, ClaimSpec, NotTested)  # (VERDICTS: re-exported)
 
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
-           "null", "note", "untested", "cell"]
+           "null", "note", "untested", "cell", "to_decide"]  # (a claims.csv without to_decide loads it as "")
 
 
 EstimateOf = Callable[[Any], "Estimate | Mapping[str, Estimate] | None"]
@@ -198,22 +199,26 @@ class Claims:
     def table(self):
         """The closing table of the chapter (a pandas Styler, rendered as HTML by the book), in the book's one order:
         id, verdict (second, so a phone shows it without scrolling), statement, the paper's value, ours (estimate
-        [interval], n), the rule in words folded into a detail."""
+        [interval], n), the rule in words folded into a detail, and for an undecided claim what would decide it
+        above the fold (not a column of its own: the table keeps its width)."""
         frame = self.frame()
-        shown = ["id", "verdict", "statement", "paper", "ours"] + (["rule"] if frame.rule.astype(bool).any() else [])
+        shown = ["id", "verdict", "statement", "paper", "ours"] + [
+            c for c in ("rule", "to_decide") if frame[c].astype(bool).any()]
         return style_claims(frame[shown])
 
 
 def verdict_markdown(*results: ClaimResult) -> str:
     """The verdicts of declared claims as Markdown, one paragraph each: id, statement, **verdict**, what the runs
-    measured (estimate [95 % interval], n), the paper's value and the rule in words — for a chapter's section."""
+    measured (estimate [95 % interval], n), the paper's value and the rule in words — for a chapter's section; an
+    inconclusive claim adds what would decide it (`Rule.to_decide`)."""
     out = []
     for r in results:
         null = " (null claim)" if r.null else ""
         text = {name: markdown_text(getattr(r, name)) for name in ("id", "statement", "verdict", "ours", "paper",
-                                                                  "rule", "note")}
+                                                                  "rule", "note", "to_decide")}
         out.append(f"**{text['id']}**{null} — {text['statement']}: **{text['verdict']}**. Ours: {text['ours']}. "
-                   f"Paper: {text['paper']}. *Rule:* {text['rule']}." + (f" {text['note']}." if r.note else ""))
+                   f"Paper: {text['paper']}. *Rule:* {text['rule']}." + (f" {text['note']}." if r.note else "")
+                   + (f" *What would decide it:* {text['to_decide']}." if r.to_decide else ""))
     return "\n\n".join(out)
 
 
@@ -223,15 +228,23 @@ VERDICT_COLOURS = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced
 
 def style_claims(frame: pd.DataFrame):
     """A claims table for people (a pandas Styler): every text escaped (a claim or parameter never reaches the page
-    as HTML: `html_text`), the verdict coloured, a "rule" column folded into a detail the reader opens."""
+    as HTML: `html_text`), the verdict coloured, a "rule" column folded into a detail the reader opens; a
+    "to_decide" column joins the rule's cell, shown above the fold (the table keeps its width)."""
 
     def colour(v: str) -> str:
         return f"background-color: {VERDICT_COLOURS.get(v, 'white')}"
 
-    def folded(rule: str) -> str:
-        return f"<details><summary>rule</summary>{html_text(rule)}</details>" if rule else ""
+    def folded(rule: str, to_decide: str = "") -> str:
+        cell = f"<details><summary>rule</summary>{html_text(rule)}</details>" if rule else ""
+        return f"<p><em>What would decide it:</em> {html_text(to_decide)}</p>{cell}" if to_decide else cell
 
-    formatters = {c: (folded if c == "rule" else html_text) for c in frame.columns}
+    if "to_decide" in frame.columns:
+        rules = frame["rule"] if "rule" in frame.columns else pd.Series("", index=frame.index)
+        joined = [folded(str(r), str(d)) for r, d in zip(rules.fillna(""), frame["to_decide"].fillna(""))]
+        frame = frame.drop(columns="to_decide").assign(rule=joined)
+        formatters = {c: (str if c == "rule" else html_text) for c in frame.columns}  # the rule cell is escaped
+    else:
+        formatters = {c: (folded if c == "rule" else html_text) for c in frame.columns}
     styled = frame.style.hide(axis="index").format(formatters)
     if "verdict" in frame.columns:
         styled = styled.map(colour, subset=["verdict"])
@@ -332,12 +345,39 @@ def chapter_sections_markdown(frame: pd.DataFrame, titles: Mapping[str, str],
                 f"{len(rows)} claims: {verdict_tally(rows.verdict)}.",
                 "", "| claim | verdict | statement | paper | ours |", "|---|---|---|---|---|"]
         for row in rows.itertuples():
-            target = anchors.get(chapter, {}).get(row.id)
-            link = markdown_role("ref", row.id, target) if target else markdown_role("doc", row.id, page)
             cells = [markdown_text(c) for c in (row.statement, row.paper, row.ours)]
+            link = claim_link(chapter, row.id, anchors)
             out.append("| " + " | ".join([link, f"**{markdown_text(row.verdict)}**", *cells]) + " |")
         out.append("")
     return "\n".join(out)
+
+
+def claim_link(chapter: str, claim_id: str, anchors: Mapping[str, Mapping[str, str]]) -> str:
+    """A claim's id linked, from the Scoreboard, to the section of its chapter that shows its verdict (`anchors`:
+    chapter -> {claim id: MyST target}), else to its chapter's page; shown unlinked when no link would be safe."""
+    target = anchors.get(chapter, {}).get(claim_id)
+    return markdown_role("ref", claim_id, target) if target else markdown_role("doc", claim_id,
+                                                                               f"../notebooks/{chapter}")
+
+
+def to_decide_markdown(frame: pd.DataFrame, titles: Mapping[str, str],
+                       anchors: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The Scoreboard's undecided claims: every inconclusive claim (linked as `claim_link` does) with what would
+    decide it (`Rule.to_decide`: the seeds or runs at the spread measured, "no n", or the control that must pass
+    first), one list per chapter, every value escaped. A claims.csv written before the read-out existed says so for
+    its rows."""
+    undecided = frame[frame.verdict.fillna("").astype(str) == INCONCLUSIVE]
+    if undecided.empty:
+        return "No claim is inconclusive."
+    decide = undecided.get("to_decide", pd.Series("", index=undecided.index)).fillna("").astype(str)
+    out = []
+    for chapter, rows in undecided.assign(to_decide=decide).groupby("chapter", sort=False):
+        out += [f"**{markdown_text(titles.get(chapter, chapter))}** — {len(rows)} inconclusive:", ""]
+        out += [f"- {claim_link(chapter, row.id, anchors or {})} ({markdown_text(row.ours)}): "
+                f"{markdown_text(row.to_decide or 'not recorded (a claims.csv from before the read-out)')}"
+                for row in rows.itertuples()]
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:

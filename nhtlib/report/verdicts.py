@@ -17,6 +17,11 @@ The design note (shared/design/verdicts.md) in code:
   overlap of intervals), `Equivalent` (a two-sided null claim: inside a margin, with a `PositiveControl` showing
   the measurement was alive), `AllOf` (several parts: the only source of *partly*; a failed part is never hidden),
   `NotTested` (the paper gives no evidence, or this scale cannot test the claim: `UNTESTED` names the reasons).
+* **An undecided claim says what would decide it** (`Rule.to_decide`, issue 27): the rule's `Gap` (the bound its
+  interval must clear, on the side of the estimate's centre, and the verdict it then gets) and
+  `statistics.units_to_decide` give the seeds (or runs) at which the interval would clear it at the spread measured —
+  or "no n" (the estimate lies on the bound), "more than 100" (too small an effect for the spread), or the positive
+  control that must pass first.
 * `ClaimSpec` declares a claim once (id, statement, the paper's value with its source tag, where it comes from, its
   rule); `ClaimSpec.judge(estimate)` gives the `ClaimResult` row that `nhtlib.report.claims.Claims.record` stores.
 
@@ -27,10 +32,12 @@ itself gives no evidence — the row's `untested` field says which, one of `UNTE
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from nhtlib.analysis.statistics import LEVEL, MIN_UNITS, Estimate  # noqa: F401  (re-exported: what a rule reads)
+from nhtlib.analysis.statistics import LEVEL, MIN_UNITS, MOST_UNITS, Estimate  # noqa: F401  (re-exported)
+from nhtlib.analysis.statistics import T_SCALED, half_width, units_to_decide
 from nhtlib.config import Config, ConfigError, check_choice, check_range
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = (
@@ -48,8 +55,37 @@ UNTESTED = (NO_EVIDENCE, NOT_AT_THIS_SCALE, NOT_IN_CONSTRUCTION)
 
 # ----------------------------------------------------------------------------------------------------- rules
 
+@dataclass(frozen=True)
+class Gap:
+    """What stands between an undecided interval and a verdict (`Rule.gap`): side, the interval's half-width at its
+    n facing the nearest bound; distance, from the estimate's centre to that bound (0: the centre lies on it, and no
+    n decides); then, the verdict the rule gives once the interval clears; bounds, every bound the interval must
+    clear on its centre's side (two where it must fit inside a range). All in the statistic's units."""
+
+    side: float
+    distance: float
+    then: str
+    bounds: tuple[float, ...]
+
+
+def _gap(estimate: Estimate, bounds: tuple[float, ...], then: str) -> Gap:
+    nearest = min(bounds, key=lambda b: abs(estimate.value - b))
+    distance = abs(estimate.value - nearest)
+    if distance <= 1e-12 * max(1.0, abs(nearest)):  # a mean on the bound, but for the rounding of its sum
+        distance = 0.0
+    return Gap(half_width(estimate, nearest), distance, then, bounds)
+
+
+def _measured(estimate) -> bool:
+    """An Estimate with a value and a finite interval (a t-scaled one from 2 units on): one a power read-out can
+    scale."""
+    return (isinstance(estimate, Estimate) and math.isfinite(estimate.value) and math.isfinite(estimate.low)
+            and math.isfinite(estimate.high) and (estimate.n >= 2 or estimate.method not in T_SCALED))
+
+
 class Rule(Config):
-    """Interval -> verdict, and the same rule in words. `quantity` names what is measured, as the row shows it."""
+    """Interval -> verdict, and the same rule in words. `quantity` names what is measured, as the row shows it.
+    For an undecided claim, `to_decide` says what would decide it (the power read-out), from `gap`."""
 
     null = False  # a null claim ("no effect"): needs a positive control
 
@@ -58,6 +94,41 @@ class Rule(Config):
 
     def words(self) -> str:
         raise NotImplementedError  # pragma: no cover - interface
+
+    def gap(self, estimate: Estimate) -> Gap | None:
+        """The bound(s) the estimate's interval must clear and the verdict it then gets, on the side of its centre;
+        None for an estimate without a value and a finite interval."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def blocked(self, then: str | None, control: Estimate | None) -> bool:
+        """True when the positive control, not the interval, stands between the estimate and `then`."""
+        return False
+
+    def to_decide(self, estimate: Estimate | Mapping[str, Estimate] | None, control: Estimate | None = None) -> str:
+        """What would decide an inconclusive verdict, in words ("" when the rule decides): the units (the
+        estimate's own: seeds, runs) at which the interval would clear the rule's bound at the spread measured
+        (`statistics.units_to_decide`), "no n" when the estimate lies on the bound, "more than MOST_UNITS" when the
+        effect is too small for the spread, the units still missing when there is no spread to scale, or the positive
+        control that must pass first."""
+        if self.judge(estimate, control) != INCONCLUSIVE:
+            return ""
+        if not isinstance(estimate, Estimate):
+            return "nothing measured"
+        unit, n = estimate.unit, estimate.n
+        gap = self.gap(estimate) if _measured(estimate) else None
+        if self.blocked(gap.then if gap else None, control):
+            measured = control.text() if control is not None else "not measured"
+            return f"the positive control must pass first ({self.control.words()}; measured: {measured})"
+        if gap is None and n >= MIN_UNITS:
+            return f"no interval at n = {n} {unit}: the statistic could not be estimated"
+        if gap is None:
+            return f"at least {MIN_UNITS} {unit} (n = {n})"
+        if not gap.distance > 0:
+            return "no n: the estimate lies on the bound"
+        m = units_to_decide(estimate, gap.bounds)
+        if m is None:
+            return f"more than {MOST_UNITS} {unit}: the effect is too small for the spread measured"
+        return f"≈ {m} {unit} would decide it ({gap.then}), at the spread measured (n = {n})"
 
 
 def _pct(level: float = LEVEL) -> str:
@@ -100,6 +171,15 @@ class Threshold(Rule):
             return REPRODUCED if self.control is None or self.control.passes(control) else INCONCLUSIVE
         return NOT_REPRODUCED
 
+    def gap(self, estimate):
+        if not _measured(estimate):
+            return None
+        on_claim_side = estimate.value > self.threshold if self.beyond == "above" else estimate.value < self.threshold
+        return _gap(estimate, (self.threshold,), REPRODUCED if on_claim_side else NOT_REPRODUCED)
+
+    def blocked(self, then, control):  # the control stands only between the estimate and *reproduced*
+        return self.control is not None and then == REPRODUCED and not self.control.passes(control)
+
     def words(self):
         other = "below" if self.beyond == "above" else "above"
         control = f" and {self.control.words()} (positive control)" if self.control is not None else ""
@@ -138,6 +218,9 @@ class ArmComparison(AtLeast):
     def judge(self, estimate, control=None):
         return super().judge(estimate, control) if self.control.passes(control) else INCONCLUSIVE
 
+    def blocked(self, then, control):  # either way
+        return not self.control.passes(control)
+
     def words(self):
         return (f"reproduced if the {_pct()} CI of {self.quantity} lies above {_fmt(self.threshold)}, not reproduced "
                 f"if it lies below, else inconclusive (n ≥ {MIN_UNITS}); either way only if {self.control.words()} "
@@ -165,6 +248,15 @@ class Within(Rule):
         if estimate.high < self.low or estimate.low > self.high:
             return NOT_REPRODUCED
         return INCONCLUSIVE
+
+    def gap(self, estimate):
+        if not _measured(estimate):
+            return None
+        if estimate.value > self.high:
+            return _gap(estimate, (self.high,), NOT_REPRODUCED)
+        if estimate.value < self.low:
+            return _gap(estimate, (self.low,), NOT_REPRODUCED)
+        return _gap(estimate, (self.low, self.high), REPRODUCED)  # inside: the nearer bound binds
 
     def words(self):
         return (f"reproduced if the {_pct()} CI of {self.quantity} lies inside [{_fmt(self.low)}, {_fmt(self.high)}], "
@@ -209,11 +301,26 @@ class Matches(Rule):
             return NOT_REPRODUCED
         return INCONCLUSIVE
 
+    def gap(self, estimate):
+        return _equivalence_gap(estimate, self.paper, self.half_width)
+
     def words(self):
         margin = (f"±{self.margin:.0%} of the paper's {_fmt(self.paper)} (±{_fmt(round(self.half_width, 6))})"
                   if self.relative else f"±{_fmt(self.margin)}")
         return (f"reproduced (equivalence) if the {_pct()} CI of {self.quantity} minus the paper's {_fmt(self.paper)} "
                 f"lies inside {margin}; not reproduced if it lies wholly outside; else inconclusive (n ≥ {MIN_UNITS})")
+
+
+def _equivalence_gap(estimate: Estimate, centre: float, margin: float) -> Gap | None:
+    """An equivalence test's gap: with the estimate's centre inside (centre − margin, centre + margin) the interval
+    must fit inside it (reproduced; distance margin − |offset|), else clear the margin on the far side (not
+    reproduced; distance |offset| − margin)."""
+    if not _measured(estimate):
+        return None
+    offset = estimate.value - centre
+    if abs(offset) < margin:
+        return _gap(estimate, (centre - margin, centre + margin), REPRODUCED)
+    return _gap(estimate, (centre + margin if offset > 0 else centre - margin,), NOT_REPRODUCED)
 
 
 @dataclass(frozen=True)
@@ -257,6 +364,12 @@ class Equivalent(Rule):
             return NOT_REPRODUCED
         return INCONCLUSIVE
 
+    def gap(self, estimate):
+        return _equivalence_gap(estimate, 0.0, self.margin)
+
+    def blocked(self, then, control):  # a null claim on a dead measurement decides nothing, either way
+        return not self.control.passes(control)
+
     def words(self):
         return (f"reproduced (null claim) if the {_pct()} CI of {self.quantity} lies inside ±{_fmt(self.margin)} and "
                 f"{self.control.words()}; not reproduced if the CI lies beyond ±{_fmt(self.margin)}; else inconclusive")
@@ -290,6 +403,15 @@ class AllOf(Rule):
             return PARTLY if REPRODUCED in verdicts else NOT_REPRODUCED
         return INCONCLUSIVE
 
+    def to_decide(self, estimate, control=None):
+        """The read-out of every part still undecided, "part A: …; part B: …" ("" when the claim is decided)."""
+        if self.judge(estimate, control) != INCONCLUSIVE:
+            return ""
+        estimates = estimate or {}
+        verdicts = self.part_verdicts(estimates, control)
+        return "; ".join(f"{name}: {rule.to_decide(estimates.get(name), control) or rule.words()}"
+                         for name, rule in self.parts if verdicts[name] != REPRODUCED)
+
     def words(self):
         inner = "; ".join(f"({name}) {rule.words()}" for name, rule in self.parts)
         return (f"every part: {inner}. Partly when some parts are reproduced and another is not; not reproduced when a "
@@ -311,6 +433,9 @@ class NotTested(Rule):
 
     def judge(self, estimate=None, control=None):
         return NOT_TESTABLE
+
+    def to_decide(self, estimate=None, control=None):
+        return ""
 
     def words(self):
         return f"not testable here ({self.kind}): {self.reason}"
@@ -337,6 +462,7 @@ class ClaimResult:
     note: str = ""
     untested: str = ""  # for a "not testable here" row: why (one of UNTESTED)
     cell: str = ""  # the NHT Table 3 cell the row stands for ("CelebA/P3"), "" for every other claim
+    to_decide: str = ""  # for an inconclusive row: what would decide it (`Rule.to_decide`), "" for every other row
 
 
 @dataclass(frozen=True)
@@ -365,7 +491,8 @@ class ClaimSpec(Config):
               note: str = "", ours: str | None = None) -> ClaimResult:
         """The claims row for what the runs measured. estimate: an Estimate (a dict of them for AllOf; None when
         nothing was run at this scale -> not testable here). control: the positive control's Estimate (null
-        claims). ours: the text to show instead of the estimate (the estimate's interval and n still fill the row)."""
+        claims). ours: the text to show instead of the estimate (the estimate's interval and n still fill the row).
+        An inconclusive row also says what would decide it (`Rule.to_decide`)."""
         if estimate is None and not isinstance(self.rule, NotTested):
             return self._row(NOT_TESTABLE, ours or "no runs at this scale", 0, float("nan"), float("nan"),
                              note or "no runs at this scale", NOT_AT_THIS_SCALE)
@@ -383,14 +510,15 @@ class ClaimSpec(Config):
             text, n, low, high = ours or "—", 0, float("nan"), float("nan")
         if self.rule.null:
             note = "; ".join(filter(None, [note, _control_note(self.rule, control)]))
-        return self._row(verdict, text, n, low, high, note)
+        to_decide = self.rule.to_decide(estimate, control) if verdict == INCONCLUSIVE else ""
+        return self._row(verdict, text, n, low, high, note, to_decide=to_decide)
 
     def _row(self, verdict: str, ours: str, n: int, low: float, high: float, note: str,
-             untested: str | None = None) -> ClaimResult:
+             untested: str | None = None, to_decide: str = "") -> ClaimResult:
         if verdict == NOT_TESTABLE and untested is None:
             untested = self.rule.kind if isinstance(self.rule, NotTested) else NOT_AT_THIS_SCALE
         return ClaimResult(self.id, self.statement, self.paper, self.source, ours, n, low, high, self.rule.words(),
-                           verdict, self.rule.null, note, untested or "", self.cell)
+                           verdict, self.rule.null, note, untested or "", self.cell, to_decide)
 
 
 def _control_note(rule: Rule, control: Estimate | None) -> str:
