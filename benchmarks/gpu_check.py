@@ -102,7 +102,7 @@ from nhtlib.data.synthetic import synthetic_members  # noqa: E402
 from nhtlib.engine.source import run_source_hash  # noqa: E402
 from nhtlib.paths import atomic_write_bytes, git_commit  # noqa: E402
 from nhtlib.engine.precision import tf32_flags  # noqa: E402
-from nhtlib.engine.sweep import DECODE_UP_FRONT_BYTES, RunConfig, Sweep  # noqa: E402
+from nhtlib.engine.sweep import DECODE_UP_FRONT_BYTES, RunConfig, Sweep, is_out_of_memory  # noqa: E402
 from nhtlib.engine.sweep import run as run_configs  # noqa: E402
 from nhtlib.engine.train import backend_flags, train  # noqa: E402
 
@@ -218,11 +218,6 @@ def clean(value):
 def short_error(err: BaseException) -> str:
     text = f"{type(err).__name__}: {err}".replace("\n", " ")
     return text[:400]
-
-
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.cuda.OutOfMemoryError) or (
-        isinstance(err, RuntimeError) and "out of memory" in str(err).lower())
 
 
 def release(device: torch.device) -> None:
@@ -482,7 +477,7 @@ def real_loop_entry(w: Workload, device: torch.device, mode: Mode, clock: Clock)
             break
         except Exception as err:  # noqa: BLE001 - recorded per entry
             release(device)
-            if is_oom(err) and k > 1:
+            if is_out_of_memory(err) and k > 1:
                 clock.say(f"{w.key}: out of memory at K = {k}; retrying at K = {k // 2}")
                 entry.setdefault("notes", []).append(f"out of memory at K = {k}")
                 k //= 2
@@ -584,7 +579,7 @@ def measure_rates(w: Workload, device: torch.device, name: str, mode: Mode, cloc
             except Exception as err:  # noqa: BLE001 - recorded per entry
                 built = built_model = None
                 release(device)
-                if is_oom(err) and k > 1:
+                if is_out_of_memory(err) and k > 1:
                     clock.say(f"{w.rate_key} {precision}: out of memory at K = {k}; retrying at K = {k // 2}")
                     entry.setdefault("notes", []).append(f"out of memory at K = {k}")
                     k //= 2
