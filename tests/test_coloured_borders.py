@@ -113,3 +113,38 @@ def test_task_on_fake_image_folder(tmp_path):
         borders.BorderCIFARTask(rho=1.5)
     with pytest.raises(ConfigError, match="border_width"):
         borders.BorderCIFARTask(image_size=8, border_width=4)
+
+
+def test_kept_classes_are_relabelled_in_the_order_given():
+    from nhtlib.data import Split
+
+    x, y = synthetic(100)
+    kept_x, kept_y = borders._kept(Split(x, y), (7, 2, 5), 12)
+    assert kept_y.tolist() == [1, 2, 0] * 4  # classes 2, 5, 7 of y = 0..9 repeated, labelled by their place in (7, 2, 5)
+    picked = torch.tensor([2, 5, 7] * 4) + 10 * torch.arange(12).div(3, rounding_mode="floor")
+    assert torch.equal(kept_x, x[picked])
+
+
+def test_kept_classes_build_a_smaller_task(monkeypatch):
+    """A 3-class task reads enough images of all ten (balanced) to keep n_train of its own, balanced, with one
+    border colour and one gray image per kept class, and chance 1/3."""
+    task = borders.BorderCIFARTask(classes=(3, 8, 0), n_train=30, n_test=9, image_size=8, border_width=1)
+    assert (task.image_task().n_train, task.image_task().n_test) == (100, 30)
+    images = borders.CIFARTask(n_train=100, n_test=30, image_size=8)
+    x, y = synthetic(100)
+    vx, vy = synthetic(30, seed=3)
+    fake = nht.data.Dataset({"train": nht.data.Split(x, y), "test": nht.data.Split(vx, vy)}, n_classes=10,
+                            meta={"data": "synthetic"})
+    monkeypatch.setattr(borders.CIFARTask, "build", lambda self, seed: fake)
+    data = task.build(0)
+    assert data.n_classes == 3 and data.meta["chance"] == pytest.approx(1 / 3)
+    assert torch.bincount(data.splits["train"].y).tolist() == [10, 10, 10]
+    assert torch.bincount(data.splits["clean"].y).tolist() == [3, 3, 3]
+    assert data.splits["shortcut"].y.tolist() == [0, 1, 2] and int(data.splits["train"].border.max()) <= 2
+    assert images.n_train == 100
+
+
+@pytest.mark.parametrize("classes", [(3,), (1, 1), (0, 10), (-1, 2)])
+def test_kept_classes_are_checked(classes):
+    with pytest.raises(ConfigError):
+        borders.BorderCIFARTask(classes=classes)

@@ -33,7 +33,8 @@ from nhtlib.analysis import statistics
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables, verdicts
 from nhtlib.analysis import separation
-from nhtlib.config import PRECISIONS, ChapterParams, Config, ConfigError, TrainConfig, check_choice, check_range
+from nhtlib.engine.native_bf16 import PRESET_PRECISIONS, resolve_precision
+from nhtlib.config import ChapterParams, Config, ConfigError, TrainConfig, check_choice, check_range
 from nhtlib.data import Dataset, TaskConfig
 from nhtlib.data.celeba import CelebATask
 from nhtlib.data.groups import parse_group_name
@@ -96,7 +97,7 @@ class DomainPreset(Config):
         check_range("image_size", self.image_size, 4, 512, integer=True)
         if self.n_train is not None:
             check_range("n_train", self.n_train, 1, None, integer=True)
-        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("precision", self.precision, PRESET_PRECISIONS)
         for name in ("epochs", "batch_size", "seeds", "train_eval_size"):
             check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
@@ -293,7 +294,7 @@ def train_config(p: DomainPreset, n_train: int) -> TrainConfig:
     """AdamW with a cosine schedule to 0, minibatches drawn epoch by epoch, everything logged after every epoch."""
     return TrainConfig(optimizer="adamw", lr=p.lr, steps=p.epochs * math.ceil(n_train / p.batch_size),
                        batch_size=p.batch_size, sampling="epoch", lr_schedule="cosine", n_logs=p.epochs,
-                       train_eval_size=p.train_eval_size, precision=p.precision)
+                       train_eval_size=p.train_eval_size, precision=resolve_precision(p.precision))
 
 
 def run(data: dict[str, Domain], *, first_seed: int = 0, device: str = "auto", progress: bool = True) -> ChapterRuns:

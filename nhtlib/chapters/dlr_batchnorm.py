@@ -28,7 +28,8 @@ from nhtlib.analysis import statistics
 from nhtlib.analysis.regimes import window_values
 from nhtlib.engine import plan
 from nhtlib.report import predictions, tables
-from nhtlib.config import DECAY_GROUPS, PRECISIONS, Config, ConfigError, TrainConfig, check_choice, check_range
+from nhtlib.engine.native_bf16 import PRESET_PRECISIONS, resolve_precision
+from nhtlib.config import DECAY_GROUPS, Config, ConfigError, TrainConfig, check_choice, check_range
 from nhtlib.data.cifar import N_CLASSES, CIFARTask
 from nhtlib.data.layout import layout
 from nhtlib.data.mnist import MNISTTask
@@ -163,7 +164,7 @@ class VisionPreset(Config):
     precision: str = "fp32"  # TrainConfig.precision of the CIFAR runs: bf16 autocast at paper scale, fp32 here
 
     def validate(self) -> None:
-        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("precision", self.precision, PRESET_PRECISIONS)
         for name in ("dataset", "shuffle_dataset"):
             check_choice(name, getattr(self, name), tuple(N_CLASSES))
         for name in ("n_train", "n_test", "shuffle_n"):
@@ -320,7 +321,7 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | N
 def _sgd(v: VisionPreset, lr: float, epochs: int, n_images: int, n_logs: int) -> TrainConfig:
     return TrainConfig(optimizer="sgd", lr=lr, momentum=v.momentum, weight_decay=v.weight_decay, lr_schedule="cosine",
                        batch_size=v.batch_size, sampling="epoch", steps=max(1, epochs * n_images // v.batch_size),
-                       n_logs=n_logs, precision=v.precision)
+                       n_logs=n_logs, precision=resolve_precision(v.precision))
 
 
 ARMS = {  # readable labels of each experiment's arms (column -> {value: label}), added by `run`

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from nhtlib.config import check_choice, check_range, not_identity
+from nhtlib.config import ConfigError, check_choice, check_range, not_identity
 from nhtlib.data import Dataset, ImageCodec, Split, TaskConfig
-from nhtlib.data.cifar import MEAN, STD, CIFARTask
+from nhtlib.data.cifar import MEAN, N_CLASSES, STD, CIFARTask
 from nhtlib.data.codec import border_mask, draw_border, standardise  # noqa: F401  (their home was this module; importable here)
 
 # matplotlib's "tab10" colours (RGB in [0, 1]) with its gray (index 7) replaced by black, since a gray border would
@@ -75,6 +75,15 @@ def border_splits(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Te
     }
 
 
+def _kept(split: Split, classes: tuple[int, ...], n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) of the images of `classes` in `split` (their order kept), labels relabelled to their position in
+    `classes`; the first `n` (None: all)."""
+    relabel = torch.full((int(split.y.max()) + 1,), -1, dtype=torch.long)
+    relabel[torch.tensor(classes)] = torch.arange(len(classes))
+    keep = torch.nonzero(relabel[split.y] >= 0).flatten()[:n]
+    return split.x[keep], relabel[split.y[keep]]
+
+
 @dataclass(frozen=True)
 class BorderCIFARTask(TaskConfig):
     """CIFAR-10 with a class-coloured border (the NHT shortcut task).
@@ -83,6 +92,9 @@ class BorderCIFARTask(TaskConfig):
     border_width: frame width in pixels of the (down-sampled) image; the book's default is 3 at 32 x 32.
     n_train / n_test: class-balanced subset sizes (None = all); image_size: side after area down-sampling.
     shortcut_per_class: gray images per class in the `shortcut` split (identical copies; 1 is exact).
+    classes: the CIFAR-10 classes kept (None: all ten), relabelled 0, 1, ... in the order given (class k of the task
+    gets PALETTE[k]); n_train / n_test then count images of the kept classes, balanced over them. Fewer classes is a
+    cpu-scale lever: content the model can learn within a short budget (the paper's protocol keeps all ten).
     data_root does not enter the run's identity.
     """
 
@@ -93,10 +105,15 @@ class BorderCIFARTask(TaskConfig):
     n_test: int | None = 1000
     image_size: int = 32
     shortcut_per_class: int = 1
+    classes: tuple[int, ...] | None = None
     data_root: str | None = not_identity(default=None)
 
     def validate(self) -> None:
         check_choice("dataset", self.dataset, ("cifar10",))
+        if self.classes is not None:
+            kept = tuple(self.classes)
+            if len(kept) < 2 or len(set(kept)) != len(kept) or not all(0 <= c < N_CLASSES[self.dataset] for c in kept):
+                raise ConfigError(f"classes={self.classes!r} must be at least 2 distinct CIFAR-10 classes (0-9)")
         check_range("rho", self.rho, 0.0, 1.0)
         check_range("image_size", self.image_size, 4, 32, integer=True)
         check_range("border_width", self.border_width, 1, (self.image_size - 1) // 2, integer=True)
@@ -105,10 +122,17 @@ class BorderCIFARTask(TaskConfig):
                 check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("shortcut_per_class", self.shortcut_per_class, 1, None, integer=True)
 
+    def _all_classes(self, n: int | None) -> int | None:
+        """Images of all ten classes, class-balanced, that hold `n` of the kept classes (balanced over them)."""
+        if n is None or self.classes is None:
+            return n
+        return -(-n // len(self.classes)) * N_CLASSES[self.dataset]
+
     def image_task(self) -> CIFARTask:
-        """The CIFARTask whose images get the borders (same subset sizes, image size and data)."""
-        return CIFARTask(dataset=self.dataset, n_train=self.n_train, n_test=self.n_test, image_size=self.image_size,
-                         data_root=self.data_root)
+        """The CIFARTask whose images get the borders (same image size and data; with `classes`, enough images of
+        all ten for the kept ones)."""
+        return CIFARTask(dataset=self.dataset, n_train=self._all_classes(self.n_train),
+                         n_test=self._all_classes(self.n_test), image_size=self.image_size, data_root=self.data_root)
 
     def data_fingerprint(self) -> str:
         return self.image_task().data_fingerprint()
@@ -118,10 +142,17 @@ class BorderCIFARTask(TaskConfig):
         palette index per image), drawn when a batch is decoded (`border_splits`)."""
         images = self.image_task().build(seed)
         train, test = images.splits["train"], images.splits["test"]
-        splits = border_splits(train.x, train.y, test.x, test.y, rho=self.rho, width=self.border_width,
-                               n_classes=images.n_classes, seed=seed, shortcut_per_class=self.shortcut_per_class,
+        n_classes = images.n_classes
+        if self.classes is not None:  # keep the chosen classes (class-interleaved order kept), relabelled 0, 1, ...
+            (train_x, train_y), (test_x, test_y) = (_kept(split, self.classes, n) for split, n in
+                                                    ((train, self.n_train), (test, self.n_test)))
+            n_classes = len(self.classes)
+        else:
+            train_x, train_y, test_x, test_y = train.x, train.y, test.x, test.y
+        splits = border_splits(train_x, train_y, test_x, test_y, rho=self.rho, width=self.border_width,
+                               n_classes=n_classes, seed=seed, shortcut_per_class=self.shortcut_per_class,
                                mean=MEAN[self.dataset], std=STD[self.dataset], image_size=self.image_size)
-        return Dataset(splits, n_classes=images.n_classes, meta={"chance": 1.0 / images.n_classes,
+        return Dataset(splits, n_classes=n_classes, meta={"chance": 1.0 / n_classes,
                                                                  "dataset": self.dataset, "rho": self.rho,
                                                                  "palette": PALETTE.tolist(), "gray": GRAY,
                                                                  "data": images.meta["data"]})

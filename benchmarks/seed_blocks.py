@@ -1,0 +1,95 @@
+"""Do the book's verdicts survive another block of seeds? Two runs of every chapter, side by side.
+
+Result (benchmarks/records/seed_blocks.json): per chapter, the claims whose verdict differs between the book's
+seeds (first seed 0: results/<scale>/<chapter>/) and another block (first seed S: results/<scale>/seed-S/<chapter>/,
+what ``nht-book run CHAPTER -p scale cpu -p seed S`` writes), and the flips between "reproduced" and "not
+reproduced" (a defect of the design or of the rule: the issue's bar is none, and <= 5 % of verdicts differing).
+Hardware: none of its own; it reads claims tables (``--run`` trains the missing block through the chapter runner
+first: run it alone). n: each block's own design.
+
+Usage: ``python benchmarks/seed_blocks.py [--scale cpu] [--seed 10] [--run] [CHAPTER ...]`` (every chapter with
+claims tables at both blocks by default).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from nhtlib.report.verdicts import NOT_REPRODUCED, REPRODUCED
+from nhtlib.paths import repo_root, results_root
+
+RECORD = Path(__file__).resolve().parent / "records" / "seed_blocks.json"
+DECIDED = (REPRODUCED, "partly", NOT_REPRODUCED)
+
+
+def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None:
+    """The claims table of `chapter` at `scale` from the block of seeds starting at `seed` (None: not run)."""
+    folder = results_root() / scale / (chapter if seed == 0 else f"seed-{seed}/{chapter}")
+    path = folder / "claims.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim of either table whose verdict differs: id, verdict and estimate at each block, and
+    whether it flips between reproduced and not reproduced."""
+    left, right = a.set_index("id"), b.set_index("id")
+    rows = []
+    for cid in dict.fromkeys([*left.index, *right.index]):
+        va, vb = left.verdict.get(cid, "missing"), right.verdict.get(cid, "missing")
+        if va != vb:
+            rows.append({"id": cid, "block 0": va, "ours 0": left.ours.get(cid, ""), "block S": vb,
+                         "ours S": right.ours.get(cid, ""), "flip": {va, vb} == {REPRODUCED, NOT_REPRODUCED}})
+    return pd.DataFrame(rows, columns=["id", "block 0", "ours 0", "block S", "ours S", "flip"])
+
+
+def decided_share(table: pd.DataFrame) -> tuple[int, int]:
+    """(decided, with runs): the claims reproduced / partly / not reproduced, and those not "not testable here"."""
+    tested = table[table.verdict != "not testable here"]
+    return int(tested.verdict.isin(DECIDED).sum()), len(tested)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from nhtlib.chapters import CHAPTERS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("chapters", nargs="*")
+    parser.add_argument("--scale", default="cpu")
+    parser.add_argument("--seed", type=int, default=10, help="the other block's first seed")
+    parser.add_argument("--run", action="store_true", help="run the chapters missing at that block first")
+    parser.add_argument("--record", type=Path, default=RECORD)
+    args = parser.parse_args(argv)
+    chapters = args.chapters or [c for c in CHAPTERS if CHAPTERS[c].claims]
+    record = json.loads(args.record.read_text()) if args.record.exists() else {}
+    flips = 0
+    for chapter in chapters:
+        if args.run and claims_table(args.scale, chapter, args.seed) is None:
+            subprocess.run([sys.executable, "-m", "nhtlib", "run", chapter, "-p", "scale", args.scale,
+                            "-p", "seed", str(args.seed)], check=True, cwd=repo_root())
+        a, b = claims_table(args.scale, chapter), claims_table(args.scale, chapter, args.seed)
+        if a is None or b is None:
+            print(f"{chapter}: no claims table at seed {'0' if a is None else args.seed}: skipped")
+            continue
+        diff = differences(a, b)
+        flips += int(diff.flip.sum())
+        (d0, n0), (ds, ns) = decided_share(a), decided_share(b)
+        print(f"{chapter}: {len(diff)} of {len(a)} verdicts differ ({int(diff.flip.sum())} flips); decided "
+              f"{d0}/{n0} at seed 0, {ds}/{ns} at seed {args.seed}")
+        if len(diff):
+            with pd.option_context("display.width", 220, "display.max_colwidth", 50):
+                print(diff.to_string(index=False))
+        record[chapter] = {"scale": args.scale, "seeds": [0, args.seed], "claims": len(a),
+                           "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]],
+                           "date": datetime.date.today().isoformat()}
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    args.record.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str) + "\n")
+    return 1 if flips else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
