@@ -47,9 +47,9 @@ from nhtlib.analysis.statistics import interval, sd_interval
 NAME = "03_border_cifar"
 SUMMARY = " ".join(r"""
 A spurious colour-border shortcut on CIFAR-10: λ and ρ sweeps, layer-wise norms, the phase diagram, SimpleCNN vs
-ResNet18 ± normalisation, a transition time for vision (NHT). At cpu scale five of the ten classes (16×16
-images, 5,000 images, 15 epochs), so that the models learn the border first and the image content after, within
-the budget.
+ResNet18 ± normalisation, a transition time for vision (NHT). At cpu scale it keeps five of the ten classes
+(16×16 images, 5,000 images, 15 epochs), so that the models learn the border first and the image content after
+within the budget.
 """.split())  # what the chapter reproduces: the book's introduction lists it (`nhtlib.cli.build`)
 DOMAIN = "CIFAR-10 borders"  # NHT Table 3's row, and the S spectrum's domain (chapter 4)
 PAPER_LAMBDAS = (0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0)  # Fig. 1 [paper; values digitised]
@@ -139,7 +139,7 @@ PRESETS = {
     # (12 epochs on 4,000 images, 3 seeds: the peaks fall inside the first 10 % and the regimes blur). So: 5 classes
     # (chance 0.2), 500 test images (100 per class), batch 64 (79 steps an epoch, 1,185 in all; Σₛηₛ ≈ 1.8), five
     # λ's from the weak to the suppressed end (λΣη ≈ 0.18-18: the paper's λ ≈ 0.005-0.45), 3 seeds; Experiment B's
-    # ρ = 0.95 cell is A's λ = 0.1 (read there); the ablation at 6 epochs. fp32: bf16 autocast (2.1x faster on a CPU
+    # ρ = 0.95 cell is A's λ = 0.1 (read there); the ablation at 6 epochs. fp32: bf16 autocast (1.24x faster on a CPU
     # with native bf16: 983 s against 1,222 s for the chapter) changed 3 of its 25 verdicts (P2, P3, P4: regimes of
     # single runs at the edges of the rule flip, as between seeds), so the bf16-equality gate keeps it at fp32
     # (benchmarks/records/bf16_claims.json, `nhtlib.engine.native_bf16.gate_problems`).
