@@ -33,6 +33,7 @@ from nhtlib.chapters import CHAPTERS
 from nhtlib.engine import native_bf16 as precision
 from nhtlib.engine.plan import matmul_rate
 from nhtlib.paths import cache_root, repo_root
+from nhtlib.report.claims import verdict_changes
 
 RECORD = Path(__file__).resolve().parent / "records" / "bf16_claims.json"
 
@@ -63,14 +64,10 @@ def run_chapter(chapter: str, scale: str, seed: int | None, native: str, results
 
 
 def compare(fp32: pd.DataFrame, bf16: pd.DataFrame) -> dict:
-    """claim id -> {"fp32", "bf16" (verdicts), "ours fp32", "ours bf16" (estimates)}; a claim missing from one table
-    has the verdict "missing" there."""
-    a, b = fp32.set_index("id"), bf16.set_index("id")
-    out = {}
-    for cid in dict.fromkeys([*a.index, *b.index]):
-        out[str(cid)] = {"fp32": str(a.verdict.get(cid, "missing")), "bf16": str(b.verdict.get(cid, "missing")),
-                         "ours fp32": str(a.ours.get(cid, "")), "ours bf16": str(b.ours.get(cid, ""))}
-    return out
+    """claim id -> {"fp32", "bf16" (verdicts), "ours fp32", "ours bf16" (estimates)} (`claims.verdict_changes`); a
+    claim missing from one table has the verdict "missing" there."""
+    return {r["id"]: {"fp32": r["verdict a"], "bf16": r["verdict b"], "ours fp32": r["ours a"],
+                      "ours bf16": r["ours b"]} for r in verdict_changes(fp32, bf16).to_dict(orient="records")}
 
 
 def main(argv: list[str] | None = None) -> int:

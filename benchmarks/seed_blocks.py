@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from nhtlib.report.verdicts import NOT_REPRODUCED, REPRODUCED
+from nhtlib.report.claims import verdict_changes
+from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
 from nhtlib.paths import repo_root, results_root
 
 RECORD = Path(__file__).resolve().parent / "records" / "seed_blocks.json"
-DECIDED = (REPRODUCED, "partly", NOT_REPRODUCED)
+DECIDED = (REPRODUCED, PARTLY, NOT_REPRODUCED)
 
 
 def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None:
@@ -33,19 +34,6 @@ def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None
     folder = results_root() / scale / (chapter if seed == 0 else f"seed-{seed}/{chapter}")
     path = folder / "claims.csv"
     return pd.read_csv(path) if path.exists() else None
-
-
-def differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim of either table whose verdict differs: id, verdict and estimate at each block, and
-    whether it flips between reproduced and not reproduced."""
-    left, right = a.set_index("id"), b.set_index("id")
-    rows = []
-    for cid in dict.fromkeys([*left.index, *right.index]):
-        va, vb = left.verdict.get(cid, "missing"), right.verdict.get(cid, "missing")
-        if va != vb:
-            rows.append({"id": cid, "block 0": va, "ours 0": left.ours.get(cid, ""), "block S": vb,
-                         "ours S": right.ours.get(cid, ""), "flip": {va, vb} == {REPRODUCED, NOT_REPRODUCED}})
-    return pd.DataFrame(rows, columns=["id", "block 0", "ours 0", "block S", "ours S", "flip"])
 
 
 def decided_share(table: pd.DataFrame) -> tuple[int, int]:
@@ -75,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         if a is None or b is None:
             print(f"{chapter}: no claims table at seed {'0' if a is None else args.seed}: skipped")
             continue
-        diff = differences(a, b)
+        changes = verdict_changes(a, b)
+        diff = changes[changes.differs].drop(columns="differs").rename(
+            columns={"verdict a": "block 0", "ours a": "ours 0", "verdict b": "block S", "ours b": "ours S"})
         flips += int(diff.flip.sum())
         (d0, n0), (ds, ns) = decided_share(a), decided_share(b)
         print(f"{chapter}: {len(diff)} of {len(a)} verdicts differ ({int(diff.flip.sum())} flips); decided "

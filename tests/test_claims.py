@@ -193,3 +193,17 @@ def test_the_scoreboards_provenance_table_shows_each_folders_state(tmp_path, mon
     assert "claims.csv changed after its run" in table.loc["03_border_cifar", "why"]
     assert table.loc["01_toy_norm_hierarchy", "runs (trained, cached)"] == "3 (1, 2)"
     assert asked[0] == ("01_toy_norm_hierarchy", {"scale": "smoke", "seed": 0})  # the parameters of its run
+
+
+def test_verdict_changes_claim_by_claim():
+    from nhtlib.report.claims import verdict_changes
+
+    a = pd.DataFrame({"id": ["P1", "P2", "P3"], "verdict": ["reproduced", "inconclusive", "reproduced"],
+                      "ours": ["0.9", "0.1", "0.8"]})
+    b = pd.DataFrame({"id": ["P1", "P3", "P4"], "verdict": ["reproduced", "not reproduced", "partly"],
+                      "ours": ["0.8", "0.2", "x"]})
+    out = verdict_changes(a, b).set_index("id")
+    assert list(out.index) == ["P1", "P2", "P3", "P4"]
+    assert out.differs.tolist() == [False, True, True, True]
+    assert out.flip.tolist() == [False, False, True, False]  # only reproduced <-> not reproduced is a flip
+    assert (out.loc["P2", "verdict b"], out.loc["P4", "verdict a"]) == ("missing", "missing")

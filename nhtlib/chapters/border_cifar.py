@@ -106,9 +106,8 @@ class BorderPreset(Config):
                      "ablation_seeds", "ablation_epochs", "phase_seeds"):
             check_range(name, getattr(self, name), 1, None, integer=True)
         check_choice("precision", self.precision, PRESET_PRECISIONS)
-        if self.classes is not None and (len(self.classes) < 2 or len(set(self.classes)) != len(self.classes)
-                                         or not all(0 <= c < 10 for c in self.classes)):
-            raise ConfigError(f"classes={self.classes!r} must be None or at least 2 distinct CIFAR-10 classes (0-9)")
+        if self.classes is not None:
+            BorderCIFARTask(classes=self.classes)  # the task's own check of the classes (ConfigError)
         if self.rho_seeds is not None:
             check_range("rho_seeds", self.rho_seeds, 1, self.seeds, integer=True)  # ρ = 0.95 reuses A's seeds
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)

@@ -66,23 +66,6 @@ def resolve_precision(choice: str, device_type: str | None = None) -> str:
 
 # --------------------------------------------------------------------------- the bf16-equality gate of a preset
 
-def _precision_fields(preset: Any, prefix: str = "") -> dict[str, str]:
-    """Every `precision` field of a (nested) preset dataclass: dotted path -> value."""
-    out = {}
-    for f in dataclasses.fields(preset):
-        value = getattr(preset, f.name)
-        if f.name == "precision" and isinstance(value, str):
-            out[prefix + f.name] = value
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            out.update(_precision_fields(value, f"{prefix}{f.name}."))
-    return out
-
-
-def uses_native_bf16(preset: Any) -> bool:
-    """Whether any precision field of `preset` (nested ones included) asks for `IF_NATIVE`."""
-    return IF_NATIVE in _precision_fields(preset).values()
-
-
 def with_precision(preset: Any, precision: str) -> Any:
     """`preset` with every precision field that asks for `IF_NATIVE` set to `precision` (the others kept)."""
     changes = {}
@@ -93,6 +76,11 @@ def with_precision(preset: Any, precision: str) -> Any:
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             changes[f.name] = with_precision(value, precision)
     return dataclasses.replace(preset, **changes)
+
+
+def uses_native_bf16(preset: Any) -> bool:
+    """Whether any precision field of `preset` (nested ones included) asks for `IF_NATIVE`."""
+    return with_precision(preset, "fp32") != preset
 
 
 def design_digest(preset: Any) -> str:

@@ -30,8 +30,8 @@ import pandas as pd
 from nhtlib.config import ConfigError, check_choice
 from nhtlib.paths import atomic_write_bytes, chapter_dir, chapter_files
 from nhtlib.analysis.statistics import Estimate
-from nhtlib.report.verdicts import (INCONCLUSIVE, NOT_AT_THIS_SCALE, NOT_TESTABLE, UNTESTED, VERDICTS,  # noqa: F401
-                                    ClaimResult, ClaimSpec, NotTested)  # (VERDICTS: re-exported)
+from nhtlib.report.verdicts import (INCONCLUSIVE, NOT_AT_THIS_SCALE, NOT_REPRODUCED, NOT_TESTABLE,  # noqa: F401
+                                    REPRODUCED, UNTESTED, VERDICTS, ClaimResult, ClaimSpec, NotTested)  # (VERDICTS: re-exported)
 
 COLUMNS = ["chapter", "id", "statement", "paper", "ours", "verdict", "scale", "source", "rule", "n", "low", "high",
            "null", "note", "untested", "cell", "to_decide"]  # (a claims.csv without to_decide loads it as "")
@@ -392,3 +392,17 @@ def verdict_counts(frame: pd.DataFrame, by: str = "chapter") -> pd.DataFrame:
     counts.columns.name = "verdict"
     counts.loc["total"] = counts.sum()
     return counts
+
+
+def verdict_changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two claims tables (a chapter's claims.csv, e.g. at fp32 and bf16, or at two blocks of seeds) claim by claim:
+    id, verdict and estimate in each (verdict "missing" where a table lacks the claim), whether the verdict differs,
+    and whether it flips between reproduced and not reproduced (a defect of the design or of the rule)."""
+    left, right = a.set_index("id"), b.set_index("id")
+    rows = []
+    for cid in dict.fromkeys([*left.index, *right.index]):
+        va, vb = str(left.verdict.get(cid, "missing")), str(right.verdict.get(cid, "missing"))
+        rows.append({"id": str(cid), "verdict a": va, "ours a": str(left.ours.get(cid, "")), "verdict b": vb,
+                     "ours b": str(right.ours.get(cid, "")), "differs": va != vb,
+                     "flip": {va, vb} == {REPRODUCED, NOT_REPRODUCED}})
+    return pd.DataFrame(rows, columns=["id", "verdict a", "ours a", "verdict b", "ours b", "differs", "flip"])
