@@ -323,3 +323,24 @@ def test_paper_scale_claims_are_not_testable_in_a_short_run_and_tested_in_a_long
     dead = runs_of(c=long.assign(final_test_mean_group_acc=0.5), budget=paper)
     assert verdict("C-A3", dead) == INCONCLUSIVE  # no jump on a model at chance says nothing
     assert verdict("C-A1", runs_of(c=long.assign(wg_min_late=0.80), budget=paper)) == NOT_REPRODUCED
+
+
+def test_the_runs_that_left_the_shortcut_are_named_per_data_set():
+    # Catches: Table 4.0 / the opening's line counting a run that kept its shortcut, or putting it on the wrong data set.
+    stuck = run_table(lambda e: 0.3 + 0 * e, lambda e: 0.55 + 0 * e, seed=0)
+    leaving = run_table(lambda e: np.where(e <= 5, 0.5, 0.5 - 0.08 * (e - 5)), lambda e: 0.55 + 0 * e, seed=1)
+
+    def domain_runs(name, table3, table):
+        preset = cw.PRESETS["cpu"].celeba if table3 == cw.CELEBA else cw.PRESETS["cpu"].waterbirds
+        domain = cw.Domain(name, table3, preset, None, None, ("y0", "y1"), ("a0", "a1"))
+        return cw.DomainRuns(domain, table, cw.summarise(table), 10, 0.5)
+
+    runs = cw.ChapterRuns(domain_runs(cw.CELEBA, cw.CELEBA, stuck),
+                          domain_runs(cw.STANDIN, cw.WATERBIRDS, pd.concat([stuck, leaving], ignore_index=True)))
+    assert cw.left_table(runs.celeba).empty
+    left = cw.left_tables(runs)
+    assert list(left.index) == [(cw.STANDIN, 0.3, 1)]
+    assert left["reliance at the peak"].iloc[0] == 0.5 and left["reliance final"].iloc[0] == pytest.approx(0.1)
+    assert cw.left_line(runs).endswith(f"0 of 1 on {cw.CELEBA} and 1 of 2 on {cw.STANDIN} (λ = 0.3) (Table 4.0).")
+    assert cw.left_line(cw.ChapterRuns(runs.celeba, runs.celeba)).startswith("No run leaves")
+    assert cw.early_reliance(runs.waterbirds) == 0.4  # epoch 2: 0.3 and 0.5

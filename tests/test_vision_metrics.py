@@ -83,3 +83,25 @@ def test_a_shortcut_the_model_cannot_leave_never_reads_intermediate():
         row = vision.summarise(table, ["run"], reliance="shortcut_acc").iloc[0]
         assert row.regime != "intermediate", (seed, decay, peak)
         assert row.norm_regime in ("intermediate", "strong")  # what the norm-only rule would have said
+
+
+def test_left_shortcut_runs_lists_the_runs_that_left_and_only_those():
+    # Catches: a table of "runs that left the shortcut" that lists a run stuck on it, or reads its numbers off
+    # another run. Two runs peak at epoch 5 and contract; only seed 1's clean accuracy then rises.
+    rising = np.r_[np.full(6, 0.15), np.linspace(0.2, 0.40, 5)]
+    rows = []
+    for seed, clean in ((0, np.full(11, 0.15)), (1, rising)):
+        rows.append(pd.DataFrame({"epoch": EPOCHS, "lam": 0.5, "seed": seed, "norm_sq": PEAKED,
+                                  "norm_sq:head": PEAKED, "clean_acc": clean, "reliance": np.full(11, 0.9)}))
+    table = pd.concat(rows, ignore_index=True)
+    summary = vision.summarise(table, ["lam", "seed"], reliance="reliance")
+    left = vision.left_shortcut_runs(summary, table, clean="clean_acc", reliance="reliance")
+    assert list(left.seed) == [1] and list(left["λ"]) == [0.5]
+    row = left.iloc[0]
+    assert row["peak epoch"] == EPOCHS[np.argmax(PEAKED)]
+    assert math.isclose(row["clean % up to the peak"], 15.0) and math.isclose(row["clean % final"], 40.0)
+    assert row["reliance at the peak"] == row["reliance final"] == 0.9
+    # no run that left: an empty table with the same columns
+    none = vision.left_shortcut_runs(summary[summary.seed == 0], table, clean="clean_acc", reliance="reliance",
+                                     clean_label="conflicting")
+    assert none.empty and "conflicting % final" in none.columns

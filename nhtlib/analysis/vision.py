@@ -161,3 +161,30 @@ def regime_table(summary: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame
         "decay % sd": g.decay_pct.std().round(1), "V_peak": g.V_peak.mean().round(0),
         "V_final": g.V_final.mean().round(0), "V_final sd": g.V_final.std().round(0),
     })
+
+
+def left_shortcut_runs(summary: pd.DataFrame, table: pd.DataFrame, *, clean: str, reliance: str,
+                       clean_label: str = "clean", keys: Sequence[str] = ("lam", "seed"),
+                       time: str = "epoch") -> pd.DataFrame:
+    """The runs of a `summarise` table that left the shortcut (regime intermediate: the norm peaked after the first
+    10 % of the budget and contracted while the model left the shortcut, `left_shortcut`), one row each: the run's
+    keys (λ as "λ"), its peak time (in `time` units, e.g. epochs) and decay %, the best `clean` accuracy up to the
+    peak and the final one (%, named "<clean_label> % up to the peak" / "… final"), the `reliance` at the peak and at
+    the end. `table` is the run table the summary was made from (one row per log)."""
+    keys = list(keys)
+    names = ["λ" if k == "lam" else k for k in keys]
+    columns = names + [f"peak {time}", "decay %", f"{clean_label} % up to the peak", f"{clean_label} % final",
+                       "reliance at the peak", "reliance final"]
+    rows = []
+    for r in summary[summary.regime == "intermediate"].itertuples(index=False):
+        run = np.logical_and.reduce([table[k] == getattr(r, k) for k in keys])
+        g = table[run].sort_values(time)
+        upto = g[g[time] <= r.peak_step]
+        rows.append(dict(zip(names, (getattr(r, k) for k in keys))) | {
+            f"peak {time}": r.peak_step, "decay %": r.decay_pct,
+            f"{clean_label} % up to the peak": 100 * upto[clean].max(), f"{clean_label} % final": 100 * g[clean].iloc[-1],
+            "reliance at the peak": upto[reliance].iloc[-1], "reliance final": g[reliance].iloc[-1]})
+    out = pd.DataFrame(rows, columns=columns)
+    if "seed" in out:
+        out["seed"] = out["seed"].astype(int)
+    return out

@@ -880,20 +880,11 @@ _CLAIMS = (
 
 
 def left_table(runs: BorderRuns) -> pd.DataFrame:
-    """Experiment A's runs that left the shortcut (regime intermediate: the norm peaked after the first 10 % of the
-    budget and contracted while the clean accuracy rose ≥ 5 points or the reliance fell ≥ 0.2 after the peak), one
-    row each: λ, seed, peak epoch, decay %, the best clean accuracy up to the peak and the final one (%), the shortcut
-    reliance at the peak and at the end."""
-    rows = []
-    left = runs.sum_a[runs.sum_a.regime == "intermediate"]
-    for r in left.itertuples():
-        g = runs.runs_a[(runs.runs_a.lam == r.lam) & (runs.runs_a.seed == r.seed)].sort_values("epoch")
-        upto = g[g.epoch <= r.peak_step]
-        rows.append({"λ": r.lam, "seed": int(r.seed), "peak epoch": r.peak_step, "decay %": r.decay_pct,
-                     "clean % up to the peak": 100 * upto.clean_acc.max(), "clean % final": 100 * g.clean_acc.iloc[-1],
-                     "reliance at the peak": upto[RELIANCE].iloc[-1], "reliance final": g[RELIANCE].iloc[-1]})
-    return pd.DataFrame(rows, columns=["λ", "seed", "peak epoch", "decay %", "clean % up to the peak",
-                                       "clean % final", "reliance at the peak", "reliance final"])
+    """Experiment A's runs that left the shortcut (`vision.left_shortcut_runs`: regime intermediate — the norm peaked
+    after the first 10 % of the budget and contracted while the clean accuracy rose ≥ 5 points or the reliance fell
+    ≥ 0.2 after the peak), one row each: λ, seed, peak epoch, decay %, the best clean accuracy up to the peak and the
+    final one (%), the shortcut reliance at the peak and at the end."""
+    return vision.left_shortcut_runs(runs.sum_a, runs.runs_a, clean="clean_acc", reliance=RELIANCE)
 
 
 def numbers(runs: BorderRuns, preset: BorderPreset) -> dict[str, float | str]:

@@ -141,6 +141,20 @@ PRESETS = {
     # CelebA keeps the paper's η = 1e-3 (an earlier trial at 3e-3, not kept in the cache, left seeds at chance);
     # the stand-in takes chapter 3's 3e-3. Each grid gets λ = 3 on top of the paper's: the decay budget λΣη
     # is far below the paper's at this scale.
+    # Does the design show what the paper says of these domains — models that learn, and no delayed transition? Screened
+    # (issue 27; one seed, runs not kept, matmul ≈ 190 GFLOP/s): CelebA as here, λ = 0.001 / 0.1 / 1 / 3 (119 s): the
+    # target is learned from epoch 2 (worst-group 0.67-0.81 at the end), the Blond_Hair reliance is 0.26 at epoch 1
+    # (a near-constant prediction) and ≤ 0.05 from epoch 2 on: the training split's Smiling / Blond_Hair correlation
+    # is weak (26 % of smiling and 17 % of non-smiling faces are blond), so there is no shortcut phase to leave —
+    # the paper's "no delayed transition to observe". The stand-in as here (156 s): background and bird are read by
+    # epoch 2 (reliance 0.3, bias-conflicting accuracy 0.53), and neither moves after the norm's peak at any λ; with
+    # the bird at 0.9 of the image and 30 epochs (Σηₛ 1.3, the paper's 3.75; 179 s) the bird is read better
+    # (conflicting 0.62, reliance 0.2), again by epoch 2, and moves ≤ 3 points after: Scenario C, as NHT says of
+    # Waterbirds. Neither change would show a transition, so the design stays; the chapter tabulates the runs that
+    # leave the shortcut (Table 4.0, `left_tables`) with chapter 3's rule, whose runs are the positive control.
+    # fp32: bf16 autocast on a CPU with native bf16 ran the chapter in 682 s against 962 s (1.41x) but changed 4 of its
+    # 19 verdicts (C-P1, C-P5, W-P1, W-P3: the per-seed intervals move across their thresholds, as between seed
+    # blocks), so the bf16-equality gate keeps it at fp32 (benchmarks/records/bf16_claims.json).
     "cpu": ChapterPreset(
         celeba_split="identity",
         celeba=DomainPreset(image_size=24, n_train=2000, epochs=10, batch_size=32, lr=1e-3,
@@ -429,6 +443,46 @@ def paper_trajectories(dr: DomainRuns) -> dict[str, dict[float, float]]:
     return {"norm_sq": PAPER_CELEBA["paper V_final"].to_dict(),
             "test_worst_group_acc": (PAPER_CELEBA["paper WG %"] / 100).to_dict(),
             "test_acc": (PAPER_CELEBA["paper avg %"] / 100).to_dict()}
+
+
+def left_table(dr: DomainRuns) -> pd.DataFrame:
+    """One data set's runs that left the shortcut — chapter 3's rule (`vision.left_shortcut_runs`: the norm peaked
+    after the first 10 % of the epochs and contracted while the bias-conflicting accuracy rose ≥ 5 points or the
+    spurious reliance fell ≥ 0.2 after the peak), one row each: λ, seed, peak epoch, decay %, the bias-conflicting
+    accuracy up to the peak and final (%), the reliance at the peak and at the end."""
+    return vision.left_shortcut_runs(dr.summary, dr.runs, clean=CLEAN, reliance=RELIANCE, clean_label="conflicting")
+
+
+def left_tables(runs: ChapterRuns) -> pd.DataFrame:
+    """Table 4.0: both data sets' `left_table`s, one row per run that left the shortcut, indexed by data set, λ and
+    seed (empty when no run did)."""
+    parts = [left_table(dr).assign(data=dr.domain.name) for dr in (runs.celeba, runs.waterbirds)]
+    return pd.concat(parts, ignore_index=True).set_index(["data", "λ", "seed"])
+
+
+def left_line(runs: ChapterRuns) -> str:
+    """The sentence of the chapter's opening on the runs that left the shortcut (`left_table`), both data sets, set
+    against what NHT expects of them (none: Scenario C)."""
+    parts, total = [], 0
+    for dr in (runs.celeba, runs.waterbirds):
+        left, n = left_table(dr), len(dr.summary)
+        total += len(left)
+        lams = ", ".join(f"{lam:g}" for lam in sorted(left["λ"].unique()))
+        parts.append(f"{len(left)} of {n} on {dr.domain.name}" + (f" (λ = {lams})" if len(left) else ""))
+    rule = ("by chapter 3's rule (the norm peaks after the first 10 % of the epochs and contracts while the "
+            "bias-conflicting accuracy rises ≥ 5 points or the spurious reliance falls ≥ 0.2)")
+    if not total:
+        return (f"No run leaves a shortcut after its norm's peak, as the paper expects (Scenario C, \"no delayed "
+                f"transition to observe\"), {rule}: {parts[0]} and {parts[1]} (Table 4.0).")
+    return (f"Runs leave the shortcut after their norm's peak, which the paper does not expect (Scenario C), {rule}: "
+            f"{parts[0]} and {parts[1]} (Table 4.0).")
+
+
+def early_reliance(dr: DomainRuns, epoch: int = 2) -> float:
+    """The mean over runs of the spurious reliance at `epoch` (the first epochs: what the model reads before weight
+    decay has had time to act); NaN when no run logged that epoch."""
+    at = dr.runs[dr.runs.epoch == epoch]
+    return float(at[RELIANCE].mean()) if len(at) else float("nan")
 
 
 # ------------------------------------------------------------------------------------------------------ claims
@@ -820,7 +874,8 @@ def numbers(runs: ChapterRuns) -> dict[str, float]:
     """Measured numbers the chapter's prose quotes, per data set (keys prefixed ``c_`` for CelebA, ``w_`` for
     Waterbirds): runs, training images, steps, Σηₛ (ours and the paper's), the budget ratio paper / ours, the
     paper's λ whose budget equals our largest λ's, the range of the mean worst-group accuracy over λ (%), the
-    longest training wall time (s; 0 when read from the cache), the pooled runs and their mean S_traj."""
+    longest training wall time (s; 0 when read from the cache), the pooled runs and their mean S_traj, the runs that
+    left the shortcut (`left_table`), the mean spurious reliance at epoch 2 (`early_reliance`) and at the end."""
     out = {}
     for key, dr in (("c", runs.celeba), ("w", runs.waterbirds)):
         s, paper = dr.summary, paper_budget(dr.domain.table3)
@@ -833,7 +888,8 @@ def numbers(runs: ChapterRuns) -> dict[str, float]:
                     f"{key}_wg_min": float(wg.min()), f"{key}_wg_max": float(wg.max()),
                     f"{key}_wall_s": float(dr.runs.groupby("run").wall_s.max().max()),
                     f"{key}_n_pooled": float(len(pooled)), f"{key}_S": float(pooled.mean()) if len(pooled) else
-                    float("nan")})
+                    float("nan"), f"{key}_n_left": float(len(left_table(dr))),
+                    f"{key}_reliance_early": early_reliance(dr), f"{key}_reliance_final": float(s.final_reliance.mean())})
     return out
 
 
