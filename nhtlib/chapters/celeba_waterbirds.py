@@ -454,7 +454,7 @@ def left_table(dr: DomainRuns) -> pd.DataFrame:
 
 
 def left_tables(runs: ChapterRuns) -> pd.DataFrame:
-    """Table 4.0: both data sets' `left_table`s, one row per run that left the shortcut, indexed by data set, λ and
+    """Table 4.0: the two data sets' `left_table` frames, one row per run that left the shortcut, indexed by data set, λ and
     seed (empty when no run did)."""
     parts = [left_table(dr).assign(data=dr.domain.name) for dr in (runs.celeba, runs.waterbirds)]
     return pd.concat(parts, ignore_index=True).set_index(["data", "λ", "seed"])
