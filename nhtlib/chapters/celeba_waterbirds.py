@@ -154,7 +154,10 @@ PRESETS = {
     # leave the shortcut (Table 4.0, `left_tables`) with chapter 3's rule, whose runs are the positive control.
     # fp32: bf16 autocast on a CPU with native bf16 ran the chapter in 682 s against 962 s (1.41x) but changed 4 of its
     # 19 verdicts (C-P1, C-P5, W-P1, W-P3: the per-seed intervals move across their thresholds, as between seed
-    # blocks), so the bf16-equality gate keeps it at fp32 (benchmarks/records/bf16_claims.json).
+    # blocks), so the bf16-equality gate keeps it at fp32 (benchmarks/records/bf16_claims.json). fp32 itself moves as
+    # much between CPUs: the same design and seeds on an Intel Xeon (AMX; 1,097 s of training at ≈ 277 GFLOP/s fp32
+    # matmul: convolutions gain less than matmul) changed 4 of the 19 verdicts of the AMD EPYC's fp32 run (C-P1,
+    # C-P3, C-P5, W-P1), none between reproduced and not reproduced.
     "cpu": ChapterPreset(
         celeba_split="identity",
         celeba=DomainPreset(image_size=24, n_train=2000, epochs=10, batch_size=32, lr=1e-3,
