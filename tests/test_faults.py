@@ -124,8 +124,10 @@ def test_ctrl_c_then_rerun_recovers(tmp_path, clean_table):
     """SIGINT mid-run exits non-zero, leaves no entry for unfinished members and no temp files; a re-run recovers."""
     results = tmp_path / "interrupted"
     cache = results / "cache"
+    # the child starts with SIGINT at its default, as from a terminal: a test runner started in the background by a
+    # non-interactive shell ignores SIGINT, and an ignored signal is inherited (the child would then run to the end)
     proc = subprocess.Popen([sys.executable, str(_script(tmp_path)), "slow", str(tmp_path / "never.parquet"), "1"],
-                            env=_env(results))
+                            env=_env(results), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not list((cache / "runs").glob("*.json")):
