@@ -76,9 +76,9 @@ class ToyPreset(Config):
 PRESETS = {
     "smoke": ToyPreset(steps=1200, n_logs=24, seeds=1, weight_decays=(0.01, 3.0, 10.0, 30.0),
                        output_scales=(30.0, 100.0, 300.0)),
-    # 6 seeds (was 3): the MLP is small enough that the 72 → 144 members cost ~100 s more, and at 3 seeds P5's S_traj
-    # (0.70 [0.57, 0.84]) and chapter 6's D1 on the toy (0.03 [−0.02, 0.07]) were undecided with ≈ 4-5 seeds
-    # needed at the spread measured (issue 27's power read-out; fp32 matmul ≈ 277 GFLOP/s: 105 s at 3 seeds)
+    # 6 seeds (was 3): the MLP is cheap (148 s for 144 members against 105 s for 72; fp32 matmul ≈ 277 GFLOP/s), and
+    # at 3 seeds the power read-out (issue 27) asked ≈ 4-5 seeds for P5's S_traj (0.70 [0.57, 0.84]) and chapter 6's
+    # D1 on the toy (0.03 [−0.02, 0.07]). At 6 both are decided; P2's "in order" is not (5 of 6 seeds in λ order)
     "cpu": ToyPreset(steps=8000, n_logs=160, seeds=6, weight_decays=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
                      output_scales=(30.0, 100.0, 300.0)),
     "paper": ToyPreset(steps=30000, n_logs=300, seeds=10,
