@@ -39,9 +39,15 @@ def test_presets_reject_bad_values():
 def test_experiments_run_every_seed_of_every_arm():
     plan = richness.experiments(richness.PRESETS["cpu"], first_seed=5)
     members = {name: len(e.configs) for name, e in plan.items()}
-    assert members == {"shortcut": 6, "grokking": 3, "alpha": 12, "batchnorm": 6, "lr": 9, "shuffle": 6}
-    for e in plan.values():
-        assert {c.seed for c in e.configs} == {5, 6, 7}
+    assert members == {"shortcut": 6, "grokking": 3, "alpha": 12, "batchnorm": 6, "lr": 9, "shuffle": 12}
+    for name, e in plan.items():
+        assert {c.seed for c in e.configs} == (set(range(5, 11)) if name == "shuffle" else {5, 6, 7}), name
+    # the true / shuffled pair runs its own seeds (cheap: a small subset), both arms on every one
+    assert sorted(c.seed for c in plan["shuffle"].configs if c.task.shuffle_labels) == list(range(5, 11))
+    default = richness.PRESETS["cpu"].replace(vision=richness.PRESETS["cpu"].vision.replace(shuffle_seeds=None))
+    assert len(richness.experiments(default)["shuffle"].configs) == 6
+    with pytest.raises(ConfigError):
+        richness.PRESETS["cpu"].vision.replace(shuffle_seeds=0)
     with pytest.raises(ConfigError):
         richness.experiments(richness.PRESETS["cpu"], dataset="imagenet")
 

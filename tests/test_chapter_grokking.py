@@ -73,12 +73,39 @@ def test_presets_follow_nsdl_and_give_every_verdict_enough_seeds():
 
 def test_cpu_runs_nsdl_settings_as_one_batched_call():
     configs = grokking.nsdl_configs(CPU.nsdl)
-    assert len(configs) == 9 and len({c.batch_signature() for c in configs}) == 1
+    assert len(configs) == 16 and len({c.batch_signature() for c in configs}) == 1
     train = configs[0].train
     assert (train.optimizer, train.lr, train.batch_size, train.sampling, train.decay) == (
         "adamw", 1e-3, 512, "with_replacement", "all")
     assert train.log_steps() == list(range(0, 5201, 100))
-    assert grokking.member_steps(CPU)["NSDL settings"] == 9 * 5200
+    assert grokking.member_steps(CPU)["NSDL settings"] == 16 * 5200
+
+
+def test_table2_seeds_run_at_lambda_one_alone():
+    """NSDL Table 2's λ = 1 runs its own seed count (NSDL: 10), the first `seeds` of them shared with the others."""
+    seeds = {}
+    for c in grokking.nsdl_configs(CPU.nsdl, first_seed=10):
+        seeds.setdefault(c.train.weight_decay, set()).add(c.seed)
+    assert seeds == {0.5: {10, 11, 12}, 1.0: set(range(10, 20)), 2.0: {10, 11, 12}}
+    assert grokking.seeds_text(CPU.nsdl) == "3 seeds (10 at λ = 1)"
+    plain = CPU.nsdl.replace(table2_seeds=None)
+    assert len(grokking.nsdl_configs(plain)) == 9 and grokking.seeds_text(plain) == "3 seeds"
+    with pytest.raises(ConfigError):
+        CPU.nsdl.replace(table2_seeds=2)  # fewer than the seeds every λ runs
+
+
+def test_claims_across_lambda_read_only_the_seeds_that_ran_every_lambda():
+    """Seeds 3-9 run λ = 1 alone: N-R1's per-seed share over λ's must not count them (1 of 1 λ would match), while
+    Table 2's claims at λ = 1 read all ten."""
+    times = {(lam, seed): (800, 1800) for seed in range(3) for lam in (0.5, 1.0)}
+    times.update({(2.0, seed): (800, 1800) for seed in range(3)})  # λ = 2 groks: against NSDL's regime III
+    times.update({(1.0, seed): (800, 1800) for seed in range(3, 10)})
+    runs = grok_runs(nsdl_runs(times))
+    analysed = grokking.analyse(runs, CPU)
+    assert grokking.every_lambda(analysed.nsdl).seed.nunique() == 3
+    estimate = grokking.CHAPTER.claim("N-R1").estimate(analysed)
+    assert estimate.n == 3 and estimate.value == pytest.approx(2 / 3)  # 2 of 3 λ's as NSDL's in every seed
+    assert grokking.CHAPTER.claim("N-TG").estimate(analysed).n == 10
 
 
 def test_presets_refuse_bad_values():

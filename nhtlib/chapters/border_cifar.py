@@ -145,8 +145,14 @@ PRESETS = {
     # with native bf16: 983 s against 1,222 s for the chapter) changed 3 of its 25 verdicts (P2, P3, P4: regimes of
     # single runs at the edges of the rule flip, as between seeds), so the bf16-equality gate keeps it at fp32
     # (benchmarks/records/bf16_claims.json, `nhtlib.engine.native_bf16.gate_problems`).
+    # 6 seeds in the λ sweep (was 3; ρ sweep and ablation stay at 3): at 3 the power read-out asked ≈ 4 seeds for
+    # T2-3, 3 for P6 (its per-seed R² needs 3 λ's with a transition: one seed had fewer), ≈ 12 runs for F4b and ≈ 6
+    # seeds for chapter 6's D2 on this domain. At 6 (908 s for the 21 members added, matmul ≈ 310 GFLOP/s): T2-3
+    # decided (0.57 [0.45, 0.68], not reproduced: below 0.8), P6 decided (0.23 [0.14, 0.32], 5 seeds); F4b
+    # (0.28 [0.12, 0.51], 18 runs) and P2's order (5 of 6 seeds) are not
     "cpu": BorderPreset(image_size=16, border_width=1, n_train=5000, n_test=500, epochs=15, batch_size=64, lr=3e-3,
-                        seeds=3, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0), rhos=PAPER_RHOS, phase_lambdas=(),
+                        seeds=6, rho_seeds=3, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0), rhos=PAPER_RHOS,
+                        phase_lambdas=(),
                         ablation_seeds=3, ablation_epochs=6, resnet_width=0.25, classes=(0, 1, 2, 3, 4)),
     # the paper's protocol (nht.md §3.2, §7.2) on the full CIFAR-10: 4 seeds per λ (Fig. 1), 3 per ρ (Fig. 2), the
     # full 7 × 4 phase grid (Fig. 3) — 3 seeds per extra cell where the paper ran one (PH1 is judged per seed) — and
