@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nhtlib.engine.native_bf16 import design_digest
 from nhtlib.report.claims import verdict_changes
 from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
 from nhtlib.paths import repo_root, results_root
@@ -73,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(diff):
             with pd.option_context("display.width", 220, "display.max_colwidth", 50):
                 print(diff.to_string(index=False))
-        record[chapter] = {"scale": args.scale, "seeds": [0, args.seed], "claims": len(a),
+        # the design both blocks ran (`native_bf16.design_digest` of the preset): a record of another design is stale
+        preset = CHAPTERS[chapter].presets.get(args.scale)  # None: a chapter that trains nothing of its own
+        design = design_digest(preset) if preset is not None else None
+        record[chapter] = {"scale": args.scale, "design": design, "seeds": [0, args.seed], "claims": len(a),
                            "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]],
                            "date": datetime.date.today().isoformat()}
     args.record.parent.mkdir(parents=True, exist_ok=True)

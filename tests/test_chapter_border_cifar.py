@@ -7,6 +7,7 @@ import pytest
 from nhtlib.report import predictions
 from nhtlib.chapters import border_cifar as borders
 from nhtlib.config import ConfigError
+from nhtlib.models.simple_cnn import SimpleCNNConfig
 from nhtlib.report.verdicts import (INCONCLUSIVE, MIN_UNITS, NOT_AT_THIS_SCALE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY,
                                     REPRODUCED, SOURCES)
 from nhtlib.analysis import statistics
@@ -24,6 +25,18 @@ def test_presets_give_every_verdict_enough_seeds():
         p = borders.PRESETS[scale]
         assert p.seeds >= MIN_UNITS and p.ablation_seeds >= MIN_UNITS
     assert borders.PRESETS["paper"].lambdas == borders.PAPER_LAMBDAS
+
+
+def test_the_simplecnn_runs_at_the_presets_width_and_the_paper_at_the_papers_model():
+    # Catches: cnn_width not reaching the model (every sweep would train the full-width net), the paper scale
+    # training a narrower net than the paper's 287,850 parameters.
+    assert borders.PRESETS["paper"].cnn_width == 1.0
+    for scale in ("cpu", "paper"):
+        p = borders.PRESETS[scale]
+        simple = [c.model for s in borders.sweeps(p, None) for c in s.configs if isinstance(c.model, SimpleCNNConfig)]
+        assert simple and {m.width for m in simple} == {p.cnn_width}
+    with pytest.raises(ConfigError):
+        borders.PRESETS["cpu"].replace(cnn_width=0.0)
 
 
 def test_presets_reject_bad_values():

@@ -31,6 +31,17 @@ def test_presets_give_every_verdict_enough_seeds():
     assert paper.celeba_split == "official" and paper.real_waterbirds and paper.full_data
 
 
+def test_the_simplecnn_runs_at_the_presets_width_and_the_paper_at_the_papers_model():
+    # Catches: cnn_width not reaching the model, the paper scale training a narrower net than the paper's.
+    paper = cw.PRESETS["paper"]
+    assert paper.celeba.cnn_width == paper.waterbirds.cnn_width == 1.0
+    for p in (cw.PRESETS["cpu"].celeba, cw.PRESETS["cpu"].waterbirds):
+        sweep = cw.domain_sweep("x", cw.domain_tasks(cw.PRESETS["smoke"], None)["celeba"], p, 100)
+        assert {c.model.width for c in sweep.configs} == {p.cnn_width}
+    with pytest.raises(ConfigError):
+        cw.PRESETS["cpu"].celeba.replace(cnn_width=-1.0)
+
+
 def test_presets_reject_bad_values():
     cpu = cw.PRESETS["cpu"]
     for bad in (dict(lambdas=(1.0, 0.1, 0.01)), dict(lambdas=(0.1, 1.0)), dict(lambdas=(0.0, 0.1, 1.0)),

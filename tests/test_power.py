@@ -18,7 +18,8 @@ from scipy import stats
 import nhtlib as nht
 from nhtlib.analysis import statistics
 from nhtlib.analysis.statistics import (MIN_UNITS, MOST_UNITS, Estimate, interval, interval_at, sd_interval,
-                                        seeds_needed, share_interval, units_to_clear, units_to_decide)
+                                        seeds_needed, share_interval, units_to_clear, units_to_decide,
+                                        units_to_decide_if_wider)
 from nhtlib.report.claims import Claims, style_claims, to_decide_markdown, verdict_markdown
 from nhtlib.report.verdicts import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, AllOf, ArmComparison, AtLeast, AtMost,
                                     ClaimSpec, Equivalent, Matches, NotTested, PositiveControl, Within)
@@ -51,7 +52,10 @@ def test_the_hand_computed_case_needs_five_seeds():
     e = interval(shaped(0.3, 0.2, 3))
     assert e.high - e.value == pytest.approx(4.303 * 0.2 / math.sqrt(3), abs=1e-3)  # .497
     assert units_to_clear(e.high - e.value, 3, 0.3) == 5
-    assert AtLeast("gain", 0.0).to_decide(e) == "≈ 5 seeds would decide it (reproduced), at the spread measured (n = 3)"
+    # the sd's upper 95 % bound at n = 3 is .2·√(2/χ²₀.₀₂₅(2)) = .2·√(2/.0506) = 1.257: t(m−1)·1.257/√m < .3 first
+    # at m = 70 (t(69) = 1.995: .2998 against t(68)/√69 ·1.257 = .3019 at 69)
+    assert AtLeast("gain", 0.0).to_decide(e) == ("≈ 5 seeds would decide it (reproduced), at the spread measured "
+                                                 "(n = 3); ≈ 70 if the spread is at its 95% upper bound")
 
 
 @pytest.mark.parametrize("sd, distance", [(0.2, 0.3), (0.2, 0.1), (1.0, 0.5), (0.05, 0.2), (0.3, 0.04)])
@@ -105,7 +109,8 @@ def test_at_its_m_the_read_out_decides_and_at_m_minus_one_it_does_not(rule, mean
     assert m == expected_units(sd, gap.distance)
     assert rule.judge(interval(shaped(mean, sd, m, seed=1)), ALIVE) == gap.then
     assert rule.judge(interval(shaped(mean, sd, m - 1, seed=2)), ALIVE) == INCONCLUSIVE
-    assert rule.to_decide(e, ALIVE) == f"≈ {m} seeds would decide it ({gap.then}), at the spread measured (n = 3)"
+    assert rule.to_decide(e, ALIVE).startswith(f"≈ {m} seeds would decide it ({gap.then}), at the spread measured "
+                                               "(n = 3); ")
 
 
 def test_gaps_name_the_bound_and_the_verdict_on_the_centres_side():
@@ -135,7 +140,9 @@ def test_too_few_seeds_compute_from_what_is_there_or_ask_for_three():
     two = interval(shaped(0.3, 0.1, 2))
     assert not two.decided and AtLeast("x", 0.0).judge(two) == INCONCLUSIVE
     # t(1) = 12.7: the half-width at 2 seeds is 0.898; scaled to 3 seeds it is 4.303·.1/√3 = .248 < .3
-    assert AtLeast("x", 0.0).to_decide(two) == "≈ 3 seeds would decide it (reproduced), at the spread measured (n = 2)"
+    # the sd's upper bound at n = 2 is 31.9 × the measured one: no m ≤ 100 clears .3
+    assert AtLeast("x", 0.0).to_decide(two) == ("≈ 3 seeds would decide it (reproduced), at the spread measured (n = 2); "
+                                                f"more than {MOST_UNITS} if the spread is at its 95% upper bound")
     assert AtLeast("x", 0.0).to_decide(interval([0.4])) == "at least 3 seeds (n = 1)"
     assert AtLeast("x", 0.0).to_decide(Estimate(0.4, 0.1, 0.7, 1)) == "at least 3 seeds (n = 1)"  # no spread
     assert AtLeast("share", 0.5).to_decide(share_interval([1], [1])).startswith("≈ ")  # one run: Wilson, scalable
@@ -175,8 +182,8 @@ def test_a_null_claim_with_a_dead_or_missing_control_waits_for_the_control():
     # a failure the paper marks ×: the control stands only between the estimate and *reproduced*
     law_fails = AtMost("R²", 0.9, control=CONTROL)
     assert law_fails.to_decide(interval(shaped(0.7, 0.2, 3)), DEAD).startswith("the positive control must pass")
-    assert law_fails.to_decide(interval(shaped(1.0, 0.1, 3)), DEAD).endswith("(not reproduced), at the spread "
-                                                                            "measured (n = 3)")
+    assert law_fails.to_decide(interval(shaped(1.0, 0.1, 3)), DEAD).startswith(
+        "≈ 7 seeds would decide it (not reproduced), at the spread measured (n = 3); ")
     # a comparison of two arms: either way
     arms = ArmComparison("Δ accuracy", 0.0, control=CONTROL)
     assert arms.to_decide(interval(shaped(-0.2, 0.3, 3)), DEAD).startswith("the positive control must pass")
@@ -242,7 +249,8 @@ def test_the_row_carries_the_read_out_only_when_inconclusive():
     assert spec(AtLeast("gain", 0.0)).judge(None).to_decide == ""  # not run at this scale
     parts = spec(AllOf((("a", AtLeast("x", 0.0)), ("b", AtLeast("y", 0.0)))))
     assert parts.judge({"a": interval([1.0, 1.1, 0.9]), "b": interval(shaped(0.3, 0.2, 3))}).to_decide == (
-        "b: ≈ 5 seeds would decide it (reproduced), at the spread measured (n = 3)")
+        "b: ≈ 5 seeds would decide it (reproduced), at the spread measured (n = 3); ≈ 70 if the spread is at its "
+        "95% upper bound")
 
 
 HOSTILE = "<img src=x onerror=alert(1)> $x$ a|b **fake**"
@@ -296,3 +304,24 @@ def test_every_declared_rule_of_the_book_reads_out_on_an_undecided_estimate():
             verdict = rule.judge(estimate, ALIVE)
             text = rule.to_decide(estimate, ALIVE)
             assert isinstance(text, str) and (bool(text) == (verdict == INCONCLUSIVE)), (chapter.name, claim.id)
+
+
+@pytest.mark.parametrize("n, sd, distance", [(3, 0.2, 0.3), (3, 0.05, 0.3), (6, 0.2, 0.3), (10, 0.3, 0.25)])
+def test_the_read_out_at_the_spreads_upper_bound_scales_the_sd_by_its_chi_square_bound(n, sd, distance):
+    # Catches: the lower chi-square quantile swapped for the upper (a narrower spread: fewer seeds than measured),
+    # n degrees of freedom instead of n − 1, a read-out that does not grow as the measured spread's bound loosens.
+    e = interval(shaped(distance, sd, n))
+    upper_sd = sd * math.sqrt((n - 1) / stats.chi2.ppf(0.025, n - 1))
+    expected = next((m for m in range(max(n, MIN_UNITS), MOST_UNITS + 1) if t_half(upper_sd, m) < distance), None)
+    assert units_to_decide_if_wider(e, (0.0,)) == expected
+    measured = units_to_decide(e, (0.0,))
+    assert expected is None or measured <= expected
+
+
+def test_the_wider_read_out_is_said_only_for_t_intervals_and_only_when_it_differs():
+    # Catches: a Wilson share given a t-scaled pessimism; a clause repeating the same count.
+    assert units_to_decide_if_wider(share_interval([2, 3], [3, 3]), (0.5,)) is None
+    assert units_to_decide_if_wider(interval(shaped(0.0, 0.2, 3)), (0.0,)) is None  # centre on the bound
+    many = interval(shaped(0.3, 0.01, 40))  # 40 seeds measure the spread well: both read-outs say 40 (decided)
+    assert units_to_decide_if_wider(many, (0.0,)) == 40
+    assert "upper bound" not in AtLeast("x", 0.0).to_decide(share_interval([2, 3, 3], [3, 3, 3]))

@@ -11,7 +11,8 @@ the chi-square interval of `sd_interval`; a share of exchangeable runs (runs as 
 `share_interval`, widened by the design effect of runs clustered in seeds. Fewer than `MIN_UNITS` units decide
 nothing (`Estimate.decided`). Power: `units_to_decide` (`units_to_clear` for a t-interval) gives the units at which an
 interval, its centre and spread as measured (`interval_at`), would clear a rule's bound — the read-out an undecided
-claim shows. The verdict rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval
+claim shows — and `units_to_decide_if_wider` the same at the upper confidence bound of the spread (few seeds measure
+a spread poorly: the first count is the optimistic one). The verdict rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval
 (`nhtlib.analysis.forecast`) read these.
 """
 from __future__ import annotations
@@ -313,6 +314,25 @@ def units_to_decide(estimate: Estimate, bounds: Sequence[float], level: float = 
         if all(low > b if b < estimate.value else high < b for b in bounds):
             return m
     return None
+
+
+def units_to_decide_if_wider(estimate: Estimate, bounds: Sequence[float], level: float = LEVEL) -> int | None:
+    """`units_to_decide` with the spread at the upper end of its chi-square `level` interval (`chi_square_bounds`):
+    a standard deviation measured on few seeds is itself uncertain (at n = 3 its upper 95 % bound is 6.3 × the
+    measured sd), so the read-out at the measured spread is the optimistic end. Only for a t-scaled interval (its
+    half-width is t·sd/√n); None for any other, beyond MOST_UNITS, or when the centre lies on a bound."""
+    if estimate.method not in T_SCALED or estimate.n < 2 or not bounds or any(b == estimate.value for b in bounds):
+        return None
+    nearest = min(bounds, key=lambda b: abs(estimate.value - b))
+    widen = math.sqrt((estimate.n - 1) / _chi2_low(estimate.n - 1, level))
+    return units_to_clear(half_width(estimate, nearest, level) * widen, estimate.n, abs(estimate.value - nearest),
+                          level)
+
+
+def _chi2_low(df: int, level: float) -> float:
+    from scipy.stats import chi2
+
+    return float(chi2.ppf(0.5 - level / 2, df))
 
 
 def run_share(summary: pd.DataFrame, success: pd.Series, *, runs: pd.Series | None = None,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from nhtlib.analysis.statistics import LEVEL, MIN_UNITS, MOST_UNITS, Estimate  # noqa: F401  (re-exported)
-from nhtlib.analysis.statistics import T_SCALED, half_width, units_to_decide
+from nhtlib.analysis.statistics import T_SCALED, half_width, units_to_decide, units_to_decide_if_wider
 from nhtlib.config import Config, ConfigError, check_choice, check_range
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = (
@@ -107,7 +107,9 @@ class Rule(Config):
     def to_decide(self, estimate: Estimate | Mapping[str, Estimate] | None, control: Estimate | None = None) -> str:
         """What would decide an inconclusive verdict, in words ("" when the rule decides): the units (the
         estimate's own: seeds, runs) at which the interval would clear the rule's bound at the spread measured
-        (`statistics.units_to_decide`), "no n" when the estimate lies on the bound, "more than MOST_UNITS" when the
+        (`statistics.units_to_decide`) and, for a t-interval, at the upper confidence bound of the spread
+        (`statistics.units_to_decide_if_wider`, when it differs), "no n" when the estimate lies on the bound,
+        "more than MOST_UNITS" when the
         effect is too small for the spread, the units still missing when there is no spread to scale, or the positive
         control that must pass first."""
         if self.judge(estimate, control) != INCONCLUSIVE:
@@ -128,7 +130,13 @@ class Rule(Config):
         m = units_to_decide(estimate, gap.bounds)
         if m is None:
             return f"more than {MOST_UNITS} {unit}: the effect is too small for the spread measured"
-        return f"≈ {m} {unit} would decide it ({gap.then}), at the spread measured (n = {n})"
+        said = f"≈ {m} {unit} would decide it ({gap.then}), at the spread measured (n = {n})"
+        wider = units_to_decide_if_wider(estimate, gap.bounds)
+        if estimate.method not in T_SCALED or wider == m:
+            return said
+        # a spread measured on few seeds may be the lucky end of its own interval: say what the unlucky end asks
+        then = f"≈ {wider}" if wider is not None else f"more than {MOST_UNITS}"
+        return f"{said}; {then} if the spread is at its {_pct()} upper bound"
 
 
 def _pct(level: float = LEVEL) -> str:
