@@ -11,9 +11,9 @@ the chi-square interval of `sd_interval`; a share of exchangeable runs (runs as 
 `share_interval`, widened by the design effect of runs clustered in seeds. Fewer than `MIN_UNITS` units decide
 nothing (`Estimate.decided`). Power: `units_to_decide` (`units_to_clear` for a t-interval) gives the units at which an
 interval, its centre and spread as measured (`interval_at`), would clear a rule's bound — the read-out an undecided
-claim shows — and `units_to_decide_if_wider` the same at the upper confidence bound of the spread (few seeds measure
-a spread poorly: the first count is the optimistic one). The verdict rules (`nhtlib.report.verdicts`) and the forecaster's prediction interval
-(`nhtlib.analysis.forecast`) read these.
+claim shows — and `units_to_decide_if_wider` the same at the upper confidence bound of the spread (few seeds
+measure a spread poorly: the first count is the optimistic one). The verdict rules (`nhtlib.report.verdicts`) and
+the forecaster's prediction interval (`nhtlib.analysis.forecast`) read these.
 """
 from __future__ import annotations
 
@@ -324,15 +324,9 @@ def units_to_decide_if_wider(estimate: Estimate, bounds: Sequence[float], level:
     if estimate.method not in T_SCALED or estimate.n < 2 or not bounds or any(b == estimate.value for b in bounds):
         return None
     nearest = min(bounds, key=lambda b: abs(estimate.value - b))
-    widen = math.sqrt((estimate.n - 1) / _chi2_low(estimate.n - 1, level))
+    widen = chi_square_bounds(1.0, estimate.n, level)[1]  # the sd's upper bound per unit of measured sd
     return units_to_clear(half_width(estimate, nearest, level) * widen, estimate.n, abs(estimate.value - nearest),
                           level)
-
-
-def _chi2_low(df: int, level: float) -> float:
-    from scipy.stats import chi2
-
-    return float(chi2.ppf(0.5 - level / 2, df))
 
 
 def run_share(summary: pd.DataFrame, success: pd.Series, *, runs: pd.Series | None = None,

@@ -109,9 +109,8 @@ class Rule(Config):
         estimate's own: seeds, runs) at which the interval would clear the rule's bound at the spread measured
         (`statistics.units_to_decide`) and, for a t-interval, at the upper confidence bound of the spread
         (`statistics.units_to_decide_if_wider`, when it differs), "no n" when the estimate lies on the bound,
-        "more than MOST_UNITS" when the
-        effect is too small for the spread, the units still missing when there is no spread to scale, or the positive
-        control that must pass first."""
+        "more than MOST_UNITS" when the effect is too small for the spread, the units still missing when there is no
+        spread to scale, or the positive control that must pass first."""
         if self.judge(estimate, control) != INCONCLUSIVE:
             return ""
         if not isinstance(estimate, Estimate):
