@@ -52,12 +52,28 @@ def test_experiments_run_every_seed_of_every_arm():
         richness.experiments(richness.PRESETS["cpu"], dataset="imagenet")
 
 
+def test_batchnorm_pair_trains_its_own_epochs_the_lr_sweep_keeps_the_presets():
+    """B1's arms run `batchnorm_epochs` (the no-BN VGG-16 needs them to train at all); the lr sweep `epochs`."""
+    cpu = richness.PRESETS["cpu"]
+    plan = richness.experiments(cpu)
+    steps = lambda name: {c.train.steps for c in plan[name].configs}  # noqa: E731
+    v = cpu.vision
+    assert steps("batchnorm") == {v.batchnorm_epochs * v.n_train // v.batch_size}
+    assert steps("lr") == {v.epochs * v.n_train // v.batch_size}
+    assert cpu.vision.batchnorm_epochs > cpu.vision.epochs
+    same = richness.experiments(cpu.replace(vision=cpu.vision.replace(batchnorm_epochs=None)))
+    assert {c.train.steps for c in same["batchnorm"].configs} == steps("lr")
+    assert f"VGG ± BN {cpu.vision.batchnorm_epochs}" in richness.scale_note(cpu, "cifar10")
+    with pytest.raises(ConfigError):
+        cpu.vision.replace(batchnorm_epochs=0)
+
+
 def test_claims_are_declared_once_with_stable_ids():
     claims = richness.CHAPTER.claims
     assert [c.id for c in claims] == IDS and set(EXPERIMENT_OF) == set(TESTED)
     for c in claims:
         assert c.spec.source in SOURCES and c.where and c.test
-    assert {c.id for c in claims if c.spec.rule.null} == {"A2", "L2", "B1"}  # B1: a comparison needs both arms alive
+    assert {c.id for c in claims if c.spec.rule.null} == {"A2", "L2"}  # B1 compares two arms: not a null claim
     assert {c.id for c in claims if c.spec.source == "book"} == {"R1", "G2"}
     assert {c.id for c in claims if c.control} == {"A2", "L2", "B1"}  # each has its positive control
     assert set(richness.EXPERIMENTS) == set(EXPERIMENT_OF.values())

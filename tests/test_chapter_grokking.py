@@ -71,6 +71,14 @@ def test_presets_follow_nsdl_and_give_every_verdict_enough_seeds():
     assert grokking.parameter_count("transformer", 97) == 223_713  # NSDL's model, nht.md §3.1
 
 
+def test_sgd_sweep_runs_o1s_w0_control_beside_w_lambda_and_2_lambda():
+    sgd = grokking.sweeps(CPU)[2]
+    arms = {(c.train.optimizer, c.train.weight_decay) for c in sgd.configs}
+    assert arms == {("sgd", 0.0), ("sgd", grokking.LAM_ONE), ("sgd", 2 * grokking.LAM_ONE)}
+    assert len(sgd.configs) == 3 * CPU.stand_in.sgd_seeds == grokking.member_steps(CPU)["SGD"] // CPU.stand_in.sgd_steps
+    assert f"SGD, w = {0.0:g}" == grokking.O1_CONTROL_ARM  # the label `_sgd` gives that arm
+
+
 def test_cpu_runs_nsdl_settings_as_one_batched_call():
     configs = grokking.nsdl_configs(CPU.nsdl)
     assert len(configs) == 16 and len({c.batch_signature() for c in configs}) == 1

@@ -148,6 +148,11 @@ def test_too_few_seeds_compute_from_what_is_there_or_ask_for_three():
     assert AtLeast("share", 0.5).to_decide(share_interval([1], [1])).startswith("≈ ")  # one run: Wilson, scalable
     assert AtLeast("x", 0.0).to_decide(interval([0.4, 0.4])).startswith("≈ 3 seeds")  # constant on 2 seeds
     assert AtLeast("x", 0.0).to_decide(None) == "nothing measured"
+    # Catches: "at least 3 seeds (n = 0)" where every seed run lacked what the statistic reads (chapter 3's F2: no
+    # transitioned run in the ρ sweep): more seeds of the same design need not give one value
+    assert AtLeast("x", 0.0).to_decide(interval([])) == (
+        "no seed gave a value at this design (the note says what each lacks): the design must change before more "
+        "of them can decide it")
     unfit = Estimate(float("nan"), float("nan"), float("nan"), 5, "seeds", "none")  # a bootstrap that could not fit
     assert AtLeast("x", 0.0).to_decide(unfit) == "no interval at n = 5 seeds: the statistic could not be estimated"
 

@@ -22,9 +22,9 @@ import pytest
 import nhtlib as nht
 from nhtlib.report import verdicts as V
 from nhtlib.config import ConfigError
-from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, Matches, NotTested, PositiveControl, Within
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED, AllOf, ArmComparison, AtLeast, AtMost, ClaimSpec, Equivalent, Estimate, Matches, NotTested, PositiveControl, Within
 from nhtlib.analysis.statistics import interval, sd_interval, seed_bootstrap
-from nhtlib.report.claims import Claim
+from nhtlib.report.claims import Claim, verdict_markdown
 
 T_975_DF2 = 4.303  # from a t table, not from scipy: the test must not reuse the formula it checks
 T_975_DF4 = 2.776
@@ -343,6 +343,19 @@ def test_control_exactly_at_chance_does_not_pass():
     # Catches: a control that accepts a model at chance when the stated margin above chance is 0.
     rule = Equivalent("gain", 0.03, PositiveControl("clean accuracy − chance", 0.0))
     assert rule.judge(interval([0.0, 0.0, 0.0]), interval(DEAD)) == INCONCLUSIVE
+
+
+def test_a_comparison_of_two_arms_is_not_a_null_claim_but_its_row_names_the_control():
+    # Catches: "BN is richer than no BN" printed as "(null claim)" because its rule carries a positive control; or the
+    # control left out of the note once the row is not a null row.
+    spec = ClaimSpec("B9", "BN is richer than no BN", "richer [paper]", "D_LR",
+                     ArmComparison("D_LR(no BN) − D_LR(BN)", 0.0, control=CONTROL))
+    assert spec.rule.null is False and AllOf((("a", spec.rule), ("b", spec.rule))).null is False
+    row = spec.judge(est([0.3, 0.4, 0.35]), control=est(ALIVE))
+    assert row.verdict == REPRODUCED and row.null is False
+    assert "positive control passed" in row.note and "(null claim)" not in verdict_markdown(row)
+    dead = spec.judge(est([0.3, 0.4, 0.35]), control=est(DEAD))
+    assert dead.verdict == INCONCLUSIVE and "positive control FAILED" in dead.note
 
 
 def test_equivalent_row_is_a_null_row_that_names_the_control():

@@ -159,11 +159,16 @@ PRESETS = {
     # width (115 against 42 steps/s, plain nn.Module, 2 threads, matmul ≈ 320 GFLOP/s); at 24 px 3.9x. Screened on
     # seeds 0-1 before adopting it: 5 of 14 runs leave the border (λ = 0.5, 0.7, 1). The chapter then took 876 s
     # (nht-book run, matmul ≈ 328 GFLOP/s), 8 of its 42 λ-sweep runs leave the border, and it decides 11 of 18
-    # claims with runs (full width at 6 seeds: 7 of 18)
+    # claims with runs (full width at 6 seeds: 7 of 18).
+    # The ablation at 6 seeds (was 3: 201 s for its 12 runs, matmul ≈ 330 GFLOP/s): at 3 the power read-out asked
+    # ≈ 4, 4 and 7 seeds for AB1's three parts. At 6 (+183 s of training, matmul ≈ 350 GFLOP/s) AB1 is decided
+    # (partly: BN > no norm 0.08 [0.04, 0.12], no norm > SimpleCNN −0.05 [−0.09, −0.01]); AB3 still has no seed where
+    # both ResNets decay. Seeds 10-15: AB1 inconclusive (BN > no norm 0.07 [0.03, 0.11]; no norm > SimpleCNN −0.06
+    # [−0.13, 0.01]): its part "no norm > SimpleCNN" sits at the edge of 6 seeds
     "cpu": BorderPreset(image_size=16, border_width=1, n_train=5000, n_test=500, epochs=15, batch_size=64, lr=3e-3,
                         seeds=6, rho_seeds=3, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0), rhos=PAPER_RHOS,
                         phase_lambdas=(),
-                        ablation_seeds=3, ablation_epochs=6, resnet_width=0.25, cnn_width=0.5,
+                        ablation_seeds=6, ablation_epochs=6, resnet_width=0.25, cnn_width=0.5,
                         classes=(0, 1, 2, 3, 4)),
     # the paper's protocol (nht.md §3.2, §7.2) on the full CIFAR-10: 4 seeds per λ (Fig. 1), 3 per ρ (Fig. 2), the
     # full 7 × 4 phase grid (Fig. 3) — 3 seeds per extra cell where the paper ran one (PH1 is judged per seed) — and

@@ -150,7 +150,7 @@ class VisionPreset(Config):
     n_test: int | None  # class-balanced test images (None = all)
     image_size: int  # side after area down-sampling (32 = CIFAR's own)
     width: float  # channel multiplier (1 = 64..512 channels, p = 512; 1/8 gives p = 64)
-    epochs: int  # SGD epochs over n_train (VGG ± BN and the lr sweep)
+    epochs: int  # SGD epochs over n_train (the lr sweep, and VGG ± BN unless batchnorm_epochs says otherwise)
     probe: int  # training images the richness probe reads
     shuffle_n: int | None  # training images of the true / shuffled pair: few enough to fit random labels
     shuffle_epochs: int  # epochs of that pair: fitting random labels takes long
@@ -165,6 +165,9 @@ class VisionPreset(Config):
     # seeds of the true / shuffled pair (None: the chapter's `seeds`): its small subset makes a seed cheap, and L2's
     # null claim needs its interval inside the margin (or outside it) to decide
     shuffle_seeds: int | None = None
+    # epochs of VGG ± BN (None: `epochs`): the VGG-16 without BN starts slowly (13 convolutions, no normalisation), so
+    # B1's positive control — that arm trained at all — needs a longer schedule than the lr sweep's
+    batchnorm_epochs: int | None = None
 
     def validate(self) -> None:
         check_choice("precision", self.precision, PRESET_PRECISIONS)
@@ -179,6 +182,8 @@ class VisionPreset(Config):
         check_range("width", self.width, 0.0, None, low_inclusive=False)
         for name in ("epochs", "probe", "shuffle_epochs", "batch_size"):
             check_range(name, getattr(self, name), 1, None, integer=True)
+        if self.batchnorm_epochs is not None:
+            check_range("batchnorm_epochs", self.batchnorm_epochs, 1, None, integer=True)
         _check_increasing("lrs", self.lrs)
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
 
@@ -231,8 +236,17 @@ PRESETS = {
         alpha=AlphaPreset(alphas=(1.0, 4.0, 16.0, 64.0), n_train=2000, hidden=(256, 256), steps=300, probe=1000),
         # the shuffled pair at 6 seeds (+46 s for 3 × 2 runs; matmul ≈ 310 GFLOP/s): at 3 the power read-out asked ≈ 5
         # for L2 (−0.33 [−0.50, −0.17]); at 6 the spread grew (−0.33 [−0.55, −0.10]) and L2 stays undecided
+        # VGG ± BN for 100 epochs (B1's positive control; the lr sweep keeps 6): without BN the VGG-16 stays at chance
+        # for 6 epochs (train accuracy 0.10-0.14, seeds 0-2) at lr 0.05, and at 0.01, 0.02 or 0.1 too; the notes'
+        # fallback, a lower lr for both arms (dlr.md §4.4), does not help. Longer it trains: train accuracy at 40, 60,
+        # 80 epochs 0.46 / 0.20 / 0.35, 0.88 / 0.30 / 0.68, 0.99 / 0.57 / 0.96 (seeds 0-2); at 80 and 100 epochs
+        # 0.96 / 0.78 / 0.82 and 1.00 / 0.99 / 1.00 (seeds 10-12). 100 epochs: the six runs take 235 s (91 s
+        # without BN, 144 s with; 28 s at 6 epochs; matmul ≈ 350 GFLOP/s); B1 then decided: richer 0.41 [0.26, 0.55], better 0.12
+        # [0.02, 0.23], the control 0.88 [0.81, 0.96] (seeds 0-2); seeds 10-12: richer 0.47 [0.26, 0.68], better 0.13
+        # [−0.02, 0.27] (inconclusive: 3 seeds, the chapter's `seeds`), the control 0.90 [0.88, 0.91]
         vision=VisionPreset(n_train=3000, n_test=1000, image_size=16, width=1 / 8, epochs=6, probe=1000,
-                            shuffle_n=500, shuffle_epochs=30, lrs=(0.005, 0.05, 0.2), shuffle_seeds=6)),
+                            shuffle_n=500, shuffle_epochs=30, lrs=(0.005, 0.05, 0.2), shuffle_seeds=6,
+                            batchnorm_epochs=100)),
     "paper": RichnessPreset(
         seeds=3, n_logs=20,
         shortcut=ShortcutPreset(n_train=60000, n_test=10000, hidden=(512, 512), steps=10000, probe=5000),
@@ -303,7 +317,8 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | N
     batchnorm = []
     for bn in (False, True):
         batchnorm += grid(RunConfig(cifar, model_config("vgg16", batchnorm=bn, width=v.width),
-                                    _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds)
+                                    _sgd(v, v.lr, v.batchnorm_epochs or v.epochs, n_images, preset.n_logs)),
+                          seeds=seeds)
     lrs = grid(RunConfig(cifar, resnet, _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds, lrs=v.lrs)
     small = cifar.replace(dataset=v.shuffle_dataset, n_train=v.shuffle_n)
     shuffle_seeds = range(first_seed, first_seed + (v.shuffle_seeds or preset.seeds))
@@ -591,8 +606,9 @@ def scale_note(preset: RichnessPreset, dataset: str) -> str:
                "the book's MLP, not the paper's Transformer at 97")
             + f"; the α sweep over α ∈ {{{alphas}}} "
             f"on {a.n_train:,} MNIST images; VGG-16 and ResNet18 at width × {v.width:g} on {v.image_size} × "
-            f"{v.image_size} {dataset} images ({images} training images, {_plural(v.epochs, 'epoch')}; the shuffled "
-            f"pair {shuffled} images, {_plural(v.shuffle_epochs, 'epoch')}"
+            f"{v.image_size} {dataset} images ({images} training images, {_plural(v.epochs, 'epoch')}"
+            + (f", VGG ± BN {v.batchnorm_epochs}" if v.batchnorm_epochs not in (None, v.epochs) else "")
+            + f"; the shuffled pair {shuffled} images, {_plural(v.shuffle_epochs, 'epoch')}"
             + (f", {_plural(v.shuffle_seeds, 'seed')}" if v.shuffle_seeds not in (None, preset.seeds) else "")
             + f"); **{_plural(preset.seeds, 'seed')}** behind every other verdict.")
 

@@ -110,7 +110,7 @@ class Rule(Config):
         (`statistics.units_to_decide`) and, for a t-interval, at the upper confidence bound of the spread
         (`statistics.units_to_decide_if_wider`, when it differs), "no n" when the estimate lies on the bound,
         "more than MOST_UNITS" when the effect is too small for the spread, the units still missing when there is no
-        spread to scale, or the positive control that must pass first."""
+        spread to scale (the design itself when no unit gave a value), or the positive control that must pass first."""
         if self.judge(estimate, control) != INCONCLUSIVE:
             return ""
         if not isinstance(estimate, Estimate):
@@ -122,6 +122,9 @@ class Rule(Config):
             return f"the positive control must pass first ({self.control.words()}; measured: {measured})"
         if gap is None and n >= MIN_UNITS:
             return f"no interval at n = {n} {unit}: the statistic could not be estimated"
+        if gap is None and n == 0:  # every unit run lacked what the statistic reads: more of them need not help
+            return (f"no {unit.rstrip('s')} gave a value at this design (the note says what each lacks): the design "
+                    "must change before more of them can decide it")
         if gap is None:
             return f"at least {MIN_UNITS} {unit} (n = {n})"
         if not gap.distance > 0:
@@ -227,6 +230,10 @@ class ArmComparison(AtLeast):
 
     def blocked(self, then, control):  # either way
         return not self.control.passes(control)
+
+    @property
+    def null(self) -> bool:  # type: ignore[override]
+        return False  # a comparison with a control, not a claim of no effect: its row still names the control
 
     def words(self):
         return (f"reproduced if the {_pct()} CI of {self.quantity} lies above {_fmt(self.threshold)}, not reproduced "
@@ -515,8 +522,7 @@ class ClaimSpec(Config):
             low = high = float("nan")
         else:
             text, n, low, high = ours or "—", 0, float("nan"), float("nan")
-        if self.rule.null:
-            note = "; ".join(filter(None, [note, _control_note(self.rule, control)]))
+        note = "; ".join(filter(None, [note, _control_note(self.rule, control)]))  # "" for a rule without a control
         to_decide = self.rule.to_decide(estimate, control) if verdict == INCONCLUSIVE else ""
         return self._row(verdict, text, n, low, high, note, to_decide=to_decide)
 
@@ -529,8 +535,8 @@ class ClaimSpec(Config):
 
 
 def _control_note(rule: Rule, control: Estimate | None) -> str:
-    """What a null claim's row says about its positive control: its value, and whether it passed (a failed or
-    missing control is why a null claim is inconclusive)."""
+    """What the row of a claim with a positive control says about it: its value, and whether it passed (a failed or
+    missing control is why such a claim is inconclusive); "" for a rule without one."""
     rules = [r for _, r in getattr(rule, "parts", ())] or [rule]
     controls = [r.control for r in rules if getattr(r, "control", None) is not None]
     if not controls:
