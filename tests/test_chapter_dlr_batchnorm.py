@@ -39,9 +39,16 @@ def test_presets_reject_bad_values():
 def test_experiments_run_every_seed_of_every_arm():
     plan = richness.experiments(richness.PRESETS["cpu"], first_seed=5)
     members = {name: len(e.configs) for name, e in plan.items()}
-    assert members == {"shortcut": 6, "grokking": 3, "alpha": 12, "batchnorm": 6, "lr": 9, "shuffle": 12}
+    assert members == {"shortcut": 6, "grokking": 3, "alpha": 12, "batchnorm": 12, "lr": 9, "shuffle": 12}
     for name, e in plan.items():
-        assert {c.seed for c in e.configs} == (set(range(5, 11)) if name == "shuffle" else {5, 6, 7}), name
+        assert {c.seed for c in e.configs} == (set(range(5, 11)) if name in ("shuffle", "batchnorm") else {5, 6, 7}), name
+    # B1's pair runs its own seeds too, both arms on every one
+    assert sorted(c.seed for c in plan["batchnorm"].configs if c.model.batchnorm) == list(range(5, 11))
+    pair = richness.PRESETS["cpu"].replace(vision=richness.PRESETS["cpu"].vision.replace(batchnorm_seeds=None))
+    assert len(richness.experiments(pair)["batchnorm"].configs) == 6
+    assert "VGG ± BN 6 seeds" in richness.scale_note(richness.PRESETS["cpu"], "cifar10")
+    with pytest.raises(ConfigError):
+        richness.PRESETS["cpu"].vision.replace(batchnorm_seeds=0)
     # the true / shuffled pair runs its own seeds (cheap: a small subset), both arms on every one
     assert sorted(c.seed for c in plan["shuffle"].configs if c.task.shuffle_labels) == list(range(5, 11))
     default = richness.PRESETS["cpu"].replace(vision=richness.PRESETS["cpu"].vision.replace(shuffle_seeds=None))

@@ -126,7 +126,7 @@ def test_presets_refuse_bad_values():
     with pytest.raises(ConfigError):
         CPU.nsdl.replace(steps=5250)
     with pytest.raises(ConfigError):
-        CPU.stand_in.replace(sgd_seeds=4)  # AdamW's side of O1 is the sweep's 3 seeds
+        CPU.stand_in.replace(sgd_seeds=CPU.stand_in.seeds + 1)  # AdamW's side of O1 is the sweep's runs of those seeds
     with pytest.raises(ConfigError):
         CPU.stand_in.replace(lr=0.0)
     with pytest.raises(ConfigError):

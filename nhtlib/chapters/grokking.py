@@ -162,7 +162,11 @@ class GrokPreset(Config):
             raise ConfigError("a GrokPreset needs a StandInPreset and an NSDLPreset")
 
 
-_STAND_IN_CPU = StandInPreset(p=59, lr=1e-2, seeds=3, lambdas=PAPER_LAMBDAS, steps_low=1500, steps=2500,
+# 7 seeds per λ (was 3): at 3 the power read-out asked ≈ 7 and ≈ 6 seeds for chapter 6's D1 / D2 on this domain;
+# a seed is 18,000 MLP member-steps (≈ 95 s with its richness probes, matmul ≈ 330 GFLOP/s). At 7 (seeds 0-6):
+# D1 decided (−0.03 [−0.05, −0.01], not reproduced) and D2 (−0.03 [−0.04, −0.01], reproduced); P6, "all 3 seeds:
+# 1.00" at 3, is 0.86 [0.52, 1.00] at 7 (inconclusive): the three seeds had hidden a poorer fit
+_STAND_IN_CPU = StandInPreset(p=59, lr=1e-2, seeds=7, lambdas=PAPER_LAMBDAS, steps_low=1500, steps=2500,
                               log_every=25, single_steps=2000, single_logs=100, sgd_seeds=3, sgd_steps=1000)
 PRESETS = {
     # seconds: every code path on a tiny problem, 3 seeds so that every rule sees an interval. The MLP at p = 31 on
@@ -174,7 +178,7 @@ PRESETS = {
                       single_steps=500, single_logs=30, sgd_seeds=3, sgd_steps=150, train_frac=0.7),
         NSDLPreset(p=31, lr=5e-3, batch_size=64, seeds=3, lambdas=(0.5, 1.0, 2.0), steps_low=500, steps=500,
                    log_every=25, paper_grid=50, post_window=100)),
-    # sized for two cores (the notebook prints the NSDL batch's wall time). The stand-in: 3 seeds × 8 λ (62,000 MLP
+    # sized for two cores (the notebook prints the NSDL batch's wall time). The stand-in: 7 seeds × 8 λ (126,000 MLP
     # member-steps), the SGD comparison at 3 seeds with O1's w = 0 control (9,000 member-steps; the control, 9 s,
     # stays at chance within the 1,000 steps, train accuracy ≈ 0.07: O1's SGD part cannot be decided at this budget).
     # NSDL's settings: 3 seeds × λ ∈ {0.5, 1, 2} and 7 more at λ = 1, Table 2's λ (NSDL's 10 seeds: at 3 the power
