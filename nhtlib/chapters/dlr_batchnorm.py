@@ -244,10 +244,11 @@ PRESETS = {
         # fallback, a lower lr for both arms (dlr.md §4.4), does not help. Longer it trains: train accuracy at 40, 60,
         # 80 epochs 0.46 / 0.20 / 0.35, 0.88 / 0.30 / 0.68, 0.99 / 0.57 / 0.96 (seeds 0-2); at 80 and 100 epochs
         # 0.96 / 0.78 / 0.82 and 1.00 / 0.99 / 1.00 (seeds 10-12). 100 epochs: the six runs take 235 s (91 s
-        # without BN, 144 s with; 28 s at 6 epochs; matmul ≈ 350 GFLOP/s); B1 then decided: richer 0.41 [0.26, 0.55], better 0.12
-        # [0.02, 0.23], the control 0.88 [0.81, 0.96] (seeds 0-2); seeds 10-12: richer 0.47 [0.26, 0.68], better 0.13
-        # [−0.02, 0.27] (inconclusive at 3 seeds), the control 0.90 [0.88, 0.91]. So the pair runs 6 seeds (+235 s):
-        # richer 0.45 [0.36, 0.53], better 0.16 [0.07, 0.25] (seeds 0-5)
+        # without BN, 144 s with; 28 s at 6 epochs; matmul ≈ 350 GFLOP/s); B1 then decided: richer 0.41 [0.26,
+        # 0.55], better 0.12 [0.02, 0.23], the control 0.88 [0.81, 0.96] (seeds 0-2); seeds 10-12: richer 0.47
+        # [0.26, 0.68], better 0.13 [−0.02, 0.27] (inconclusive at 3 seeds), the control 0.90 [0.88, 0.91]. So the
+        # pair runs 6 seeds (+235 s): richer 0.45 [0.36, 0.53], better 0.16 [0.07, 0.25] (seeds 0-5), the same
+        # verdicts at seeds 10-15
         vision=VisionPreset(n_train=3000, n_test=1000, image_size=16, width=1 / 8, epochs=6, probe=1000,
                             shuffle_n=500, shuffle_epochs=30, lrs=(0.005, 0.05, 0.2), shuffle_seeds=6,
                             batchnorm_epochs=100, batchnorm_seeds=6)),
