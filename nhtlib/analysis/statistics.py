@@ -306,9 +306,7 @@ def units_to_decide(estimate: Estimate, bounds: Sequence[float], level: float = 
     if not bounds or any(b == estimate.value for b in bounds):
         return None
     if estimate.method in T_SCALED or estimate.method == "exact":
-        nearest = min(bounds, key=lambda b: abs(estimate.value - b))
-        return units_to_clear(half_width(estimate, nearest, level), estimate.n, abs(estimate.value - nearest),
-                              level)
+        return _units_to_clear_nearest(estimate, bounds, level)
     for m in range(max(estimate.n, MIN_UNITS), MOST_UNITS + 1):
         low, high = interval_at(estimate, m, level)
         if all(low > b if b < estimate.value else high < b for b in bounds):
@@ -323,8 +321,15 @@ def units_to_decide_if_wider(estimate: Estimate, bounds: Sequence[float], level:
     half-width is t·sd/√n); None for any other, beyond MOST_UNITS, or when the centre lies on a bound."""
     if estimate.method not in T_SCALED or estimate.n < 2 or not bounds or any(b == estimate.value for b in bounds):
         return None
-    nearest = min(bounds, key=lambda b: abs(estimate.value - b))
     widen = chi_square_bounds(1.0, estimate.n, level)[1]  # the sd's upper bound per unit of measured sd
+    return _units_to_clear_nearest(estimate, bounds, level, widen)
+
+
+def _units_to_clear_nearest(estimate: Estimate, bounds: Sequence[float], level: float, widen: float = 1.0
+                            ) -> int | None:
+    """`units_to_clear` of a t-scaled (or exact) estimate at the bound nearest its centre, its measured half-width
+    times `widen`."""
+    nearest = min(bounds, key=lambda b: abs(estimate.value - b))
     return units_to_clear(half_width(estimate, nearest, level) * widen, estimate.n, abs(estimate.value - nearest),
                           level)
 

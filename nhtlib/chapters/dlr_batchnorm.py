@@ -173,20 +173,15 @@ class VisionPreset(Config):
 
     def validate(self) -> None:
         check_choice("precision", self.precision, PRESET_PRECISIONS)
-        if self.shuffle_seeds is not None:
-            check_range("shuffle_seeds", self.shuffle_seeds, 1, None, integer=True)
         for name in ("dataset", "shuffle_dataset"):
             check_choice(name, getattr(self, name), tuple(N_CLASSES))
-        for name in ("n_train", "n_test", "shuffle_n"):
-            if getattr(self, name) is not None:
+        for name in ("n_train", "n_test", "shuffle_n", "shuffle_seeds", "batchnorm_epochs", "batchnorm_seeds"):
+            if getattr(self, name) is not None:  # None: all images / the chapter's seeds or epochs
                 check_range(name, getattr(self, name), 1, None, integer=True)
         check_range("image_size", self.image_size, 1, 32, integer=True)
         check_range("width", self.width, 0.0, None, low_inclusive=False)
         for name in ("epochs", "probe", "shuffle_epochs", "batch_size"):
             check_range(name, getattr(self, name), 1, None, integer=True)
-        for name in ("batchnorm_epochs", "batchnorm_seeds"):
-            if getattr(self, name) is not None:
-                check_range(name, getattr(self, name), 1, None, integer=True)
         _check_increasing("lrs", self.lrs)
         check_range("lr", self.lr, 0.0, None, low_inclusive=False)
 
@@ -294,6 +289,7 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | N
     if dataset not in N_CLASSES:
         raise ConfigError(f"dataset={dataset!r} is not allowed; choose one of {', '.join(map(repr, N_CLASSES))}")
     seeds = range(first_seed, first_seed + preset.seeds)
+    own_seeds = lambda n: range(first_seed, first_seed + (n or preset.seeds))  # noqa: E731 (None: the chapter's)
     s, g, a, v = preset.shortcut, preset.grok, preset.alpha, preset.vision
     mnist = MNISTTask(n_train=s.n_train, n_test=s.n_test, shortcut="patch", patch_size=s.patch_size,
                       patch_value=s.patch_value, data_root=data_root)
@@ -323,10 +319,10 @@ def experiments(preset: RichnessPreset, *, first_seed: int = 0, dataset: str | N
     for bn in (False, True):
         batchnorm += grid(RunConfig(cifar, model_config("vgg16", batchnorm=bn, width=v.width),
                                     _sgd(v, v.lr, v.batchnorm_epochs or v.epochs, n_images, preset.n_logs)),
-                          seeds=range(first_seed, first_seed + (v.batchnorm_seeds or preset.seeds)))
+                          seeds=own_seeds(v.batchnorm_seeds))
     lrs = grid(RunConfig(cifar, resnet, _sgd(v, v.lr, v.epochs, n_images, preset.n_logs)), seeds=seeds, lrs=v.lrs)
     small = cifar.replace(dataset=v.shuffle_dataset, n_train=v.shuffle_n)
-    shuffle_seeds = range(first_seed, first_seed + (v.shuffle_seeds or preset.seeds))
+    shuffle_seeds = own_seeds(v.shuffle_seeds)
     shuffle = [RunConfig(small.replace(shuffle_labels=shuffled), resnet,
                          _sgd(v, v.lr, v.shuffle_epochs, n_small, preset.n_logs), seed=seed)
                for shuffled in (False, True) for seed in shuffle_seeds]
