@@ -47,6 +47,36 @@ def test_presets_reject_bad_values():
         cpu.replace(lambdas=(0.01, 1.0))  # λ = 0.1 is needed by Experiment B and the ablation
     with pytest.raises(ConfigError):
         cpu.replace(seeds=0)
+    with pytest.raises(ConfigError):
+        cpu.replace(rho_lambda=0.2)  # Experiment B's ρ = 0.95 cell is read from A: its λ must be on A's grid
+
+
+def test_experiment_b_runs_at_rho_lambda_and_reads_its_rho_095_cell_from_a(monkeypatch):
+    # Catches: the ρ sweep trained at the paper's 0.1 whatever the preset says, the ρ = 0.95 cell read from A's
+    # λ = 0.1 runs while the other ρ's ran at rho_lambda (a sweep mixing two λ's), the phase table labelling the ρ
+    # sweep's runs λ = 0.1, the ablation moving with Experiment B.
+    assert borders.PRESETS["paper"].rho_lambda == borders.LAMBDA_B == 0.1  # the paper's protocol
+    preset = borders.PRESETS["smoke"].replace(rho_lambda=1.0)
+    declared = {s.name: s for s in borders.sweeps(preset, None)}
+    for rho in preset.rhos:
+        if rho != borders.RHO_A:
+            assert {c.train.weight_decay for c in declared[borders.RHO_SWEEP.format(rho=rho)].configs} == {1.0}
+    for name in borders.MODELS:
+        assert {c.train.weight_decay for c in declared[name].configs} == {borders.LAMBDA_B}
+
+    def load(sweep, preset, *, device, progress):  # every run's final clean accuracy tells its λ and ρ apart
+        lams = preset.lambdas if sweep.name == borders.LAMBDA_SWEEP else (
+            (borders.LAMBDA_B,) if sweep.name in borders.MODELS else (preset.rho_lambda,))
+        return pd.DataFrame([{**r, "lam": lam, "seed": s, "clean_acc": lam / 10} for lam in lams for s in SEEDS
+                             for r in _trajectory(preset.epochs * 3, True)])
+
+    monkeypatch.setattr(borders, "_load", load)
+    monkeypatch.setattr(borders.plan, "check_data", lambda *a, **k: None)
+    runs = borders.run(preset, None, progress=False)
+    assert runs.rho_lambda == 1.0
+    assert set(runs.sum_b.rho) == set(preset.rhos) and (runs.sum_b.final_clean_acc == 0.1).all()
+    cells = borders.phase(runs).set_index(["rho", "lam"]).index
+    assert (borders.RHO_A, 1.0) in cells and (0.5, 1.0) in cells and (0.5, borders.LAMBDA_B) not in cells
 
 
 def test_claims_are_declared_once_with_the_shared_predictions():

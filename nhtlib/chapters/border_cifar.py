@@ -1,6 +1,6 @@
 """Chapter 3: CIFAR-10 with class-coloured borders (NHT §5.1–5.2, §5.8) — the λ sweep at ρ = 0.95 (Experiment A),
-the ρ sweep at λ = 0.1 (Experiment B), the layer-wise norms (Experiment C, on A's runs), the phase diagram, the
-architecture ablation and the clean norm separation S.
+the ρ sweep at the preset's `rho_lambda` (Experiment B; the paper's λ = 0.1), the layer-wise norms (Experiment C, on
+A's runs), the phase diagram, the architecture ablation and the clean norm separation S.
 
 What the notebook uses: `PRESETS` (one `BorderPreset` per scale), `task` / `example_rows` (the data and Fig. 3.2),
 `sweeps` (every sweep, as the compute planner reads them), `run` (train or read back every experiment: a `BorderRuns` of run tables and per-run summaries), the tables and
@@ -65,7 +65,7 @@ HEAD_OF = {"SimpleCNN": "head", "ResNet18 + BN": "net.head", "ResNet18 + GN": "n
            "ResNet18 (no norm)": "net.head"}
 # the sweeps' names (`sweeps`; `CHAPTER.runs(name, scale)`): another chapter refers to these, never to the strings
 LAMBDA_SWEEP = "λ sweep"  # Experiment A (and C) at ρ = 0.95
-RHO_SWEEP = "ρ = {rho}"  # Experiment B at λ = 0.1, one sweep per ρ: RHO_SWEEP.format(rho=0.5)
+RHO_SWEEP = "ρ = {rho}"  # Experiment B at λ = rho_lambda, one sweep per ρ: RHO_SWEEP.format(rho=0.5)
 PHASE_SWEEP = "phase, ρ = {rho}"  # the phase diagram's extra λ's at one ρ ≠ 0.95: PHASE_SWEEP.format(rho=0.5)
 RHO_PHASE_SWEEP = "ρ = {rho} with its phase λ's"  # both sweeps of one ρ ≠ 0.95, trained together (`trained_together`)
 # the ablation's sweeps are named by the models: the keys of MODELS
@@ -86,7 +86,7 @@ class BorderPreset(Config):
     lr: float  # AdamW η: the paper's 1e-3, raised where the budget is short (the decay budget is λΣη)
     seeds: int  # seeds per λ (A) and per ρ (B); a verdict needs >= 3
     lambdas: tuple[float, ...]  # Experiment A's λ grid at ρ = 0.95
-    rhos: tuple[float, ...]  # Experiment B's ρ grid at λ = 0.1
+    rhos: tuple[float, ...]  # Experiment B's ρ grid at λ = `rho_lambda`
     phase_lambdas: tuple[float, ...]  # extra λ's run at every ρ for the phase diagram (empty: A × B only)
     ablation_seeds: int  # seeds per ablation model
     ablation_epochs: int  # epochs of the four ablation models (SimpleCNN included, run afresh when != epochs)
@@ -95,6 +95,10 @@ class BorderPreset(Config):
     # the norm hierarchy, not the accuracy a width buys: a narrower model of the same layout is a cheaper run
     cnn_width: float = 1.0
     rho_seeds: int | None = None  # seeds per ρ of Experiment B (None: `seeds`; the paper's Fig. 2 has 3)
+    # Experiment B's λ: the paper's 0.1 is its intermediate operating point (its Fig. 4 runs there); where a short
+    # budget makes 0.1 weak, the λ of the grid whose runs leave the border here, so that the ρ sweep has
+    # transitions for F2 to compare (a weak run has no V_sc / V_st). One of `lambdas`: ρ = 0.95 is read from A
+    rho_lambda: float = LAMBDA_B
     phase_seeds: int = 3  # seeds per extra phase-diagram cell: PH1 is judged per seed (>= 3; the paper's Fig. 3: 1)
     full_data: bool = False  # refuse to start unless CIFAR-10 is complete (paper scale: all 50,000 training images)
     # TrainConfig.precision: bf16 autocast at paper scale (a GPU's tensor cores); "bf16-if-native" only for a design
@@ -123,7 +127,10 @@ class BorderPreset(Config):
         if not self.lambdas or not self.rhos:
             raise ConfigError("lambdas and rhos must not be empty")
         if LAMBDA_B not in self.lambdas:
-            raise ConfigError(f"lambdas must contain λ = {LAMBDA_B} (Experiment B, the ablation, T2-5)")
+            raise ConfigError(f"lambdas must contain λ = {LAMBDA_B} (the ablation, T2-5)")
+        if self.rho_lambda not in self.lambdas:
+            raise ConfigError(f"rho_lambda={self.rho_lambda!r} must be one of lambdas (Experiment B's ρ = {RHO_A} cell "
+                              "is Experiment A's run at that λ)")
 
 
 PRESETS = {
@@ -164,10 +171,21 @@ PRESETS = {
     # ≈ 4, 4 and 7 seeds for AB1's three parts. At 6 (+183 s of training, matmul ≈ 350 GFLOP/s) AB1 is decided
     # (partly: BN > no norm 0.08 [0.04, 0.12], no norm > SimpleCNN −0.05 [−0.09, −0.01]); AB3 still has no seed where
     # both ResNets decay. Seeds 10-15: AB1 inconclusive (BN > no norm 0.07 [0.03, 0.11]; no norm > SimpleCNN −0.06
-    # [−0.13, 0.01]): its part "no norm > SimpleCNN" sits at the edge of 6 seeds
+    # [−0.13, 0.01]): its part "no norm > SimpleCNN" sits at the edge of 6 seeds.
+    # Experiment B at λ = 0.5 (was λ = 0.1, the paper's; issue 27, part 8): here λ = 0.1 is weak (none of its 12
+    # runs in either block of seeds transitions), so the ρ sweep had no transition and F2 no value at any n.
+    # λ = 0.5 is the smallest λ of the grid whose runs leave the border at 6 seeds (4 of 6 in seeds 0-5, 5 of 6 in
+    # 10-15): the cpu counterpart of the paper's operating point, chosen from A's regimes before any ρ run at it.
+    # Measured on 6 seeds (0-5, 286 s for the 12 new ρ < 0.95 runs, matmul ≈ 357 GFLOP/s): no ρ = 0.5 or 0.8 run
+    # transitions either — their norm grows nearly to the end (decay ≤ 2.1 %) while the content is learned (clean
+    # 0.45-0.57) — so F2 still has no seed with 3 transitioned ρ's; with no transitioned run at all, more seeds would
+    # not give one: the ρ sweep keeps 3 seeds. The λ sweep at 9 seeds (was 6): the power read-out asked ≈ 9 for P6,
+    # ≈ 8 for chapter 6's D1 on this domain; D2 had 2 usable seeds, P5 at seeds 10-15 too. Measured (1,798 s for the
+    # chapter from an empty cache, matmul ≈ 230 GFLOP/s): P6 0.47 [0.17, 0.76] (n = 8), P5 and T2-5 decided at seeds
+    # 0-8, 13 of 18 claims; at 10-18 P5 (0.67 [0.34, 1.00], n = 5) and T2-5 (sd 4 points) stay open, 10 of 18
     "cpu": BorderPreset(image_size=16, border_width=1, n_train=5000, n_test=500, epochs=15, batch_size=64, lr=3e-3,
-                        seeds=6, rho_seeds=3, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0), rhos=PAPER_RHOS,
-                        phase_lambdas=(),
+                        seeds=9, rho_seeds=3, rho_lambda=0.5, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0),
+                        rhos=PAPER_RHOS, phase_lambdas=(),
                         ablation_seeds=6, ablation_epochs=6, resnet_width=0.25, cnn_width=0.5,
                         classes=(0, 1, 2, 3, 4)),
     # the paper's protocol (nht.md §3.2, §7.2) on the full CIFAR-10: 4 seeds per λ (Fig. 1), 3 per ρ (Fig. 2), the
@@ -246,7 +264,7 @@ class BorderRuns:
 
     runs_a: pd.DataFrame  # λ sweep at ρ = 0.95 (also Experiment C: per-layer norms)
     sum_a: pd.DataFrame
-    runs_b: pd.DataFrame  # ρ sweep at λ = 0.1
+    runs_b: pd.DataFrame  # ρ sweep at λ = `rho_lambda`
     sum_b: pd.DataFrame
     runs_abl: pd.DataFrame  # the four models at λ = 0.1, ρ = 0.95 (column `model`)
     sum_abl: pd.DataFrame
@@ -254,6 +272,7 @@ class BorderRuns:
     transition_time: str = "head_peak"
     budget: float = float("nan")  # Σₛηₛ of A's runs (`decay_budget`): a run's decay budget is λ × budget
     chance: float = CHANCE  # the accuracy of a guess (`chance`): the controls' floor
+    rho_lambda: float = LAMBDA_B  # Experiment B's λ (`BorderPreset.rho_lambda`)
 
 
 def trained_together(name: str, parts: Sequence[Sweep]) -> Sweep:
@@ -278,11 +297,11 @@ def sweeps(preset: BorderPreset, data_root: str | None, first_seed: int = 0) -> 
                      train=train_config(preset))
     out = [with_dlr(LAMBDA_SWEEP, grid(base, seeds=seeds, weight_decays=preset.lambdas))]
     rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
-    # ρ = 0.95 at λ = 0.1 is Experiment A's cell (the same configs): `run` reads it there, not trained twice
+    # ρ = 0.95 at λ = rho_lambda is Experiment A's cell (the same configs): `run` reads it there, not trained twice
     rho_sweeps = [Sweep(RHO_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
-                                                              seeds=rho_seeds, weight_decays=[LAMBDA_B])))
+                                                              seeds=rho_seeds, weight_decays=[preset.rho_lambda])))
                   for rho in preset.rhos if rho != RHO_A]
-    extra_lams = [lam for lam in preset.phase_lambdas if lam != LAMBDA_B]
+    extra_lams = [lam for lam in preset.phase_lambdas if lam != preset.rho_lambda]
     phase_seeds = range(first_seed, first_seed + preset.phase_seeds)
     phase_sweeps = [Sweep(PHASE_SWEEP.format(rho=rho), tuple(grid(base.replace(task=task(preset, data_root, rho)),
                                                                   seeds=phase_seeds, weight_decays=extra_lams)))
@@ -332,7 +351,7 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
         if RHO_PHASE_SWEEP.format(rho=rho) in by_name:
             by_name[RHO_PHASE_SWEEP.format(rho=rho)].run(device=device, progress=progress)
     rho_seeds = range(first_seed, first_seed + (preset.rho_seeds or preset.seeds))
-    a_cell = runs_a[(runs_a.lam == LAMBDA_B) & runs_a.seed.isin(rho_seeds)]  # Experiment B's ρ = 0.95 cell
+    a_cell = runs_a[(runs_a.lam == preset.rho_lambda) & runs_a.seed.isin(rho_seeds)]  # Experiment B's ρ = 0.95 cell
     runs_b = pd.concat([a_cell if rho == RHO_A else
                         _load(by_name[RHO_SWEEP.format(rho=rho)], **load).assign(rho=rho) for rho in preset.rhos],
                        ignore_index=True)
@@ -346,7 +365,7 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
         sums.append(vision.summarise(r, ["seed"], head=HEAD_OF[name], **kw).assign(model=name))
     return BorderRuns(runs_a, sum_a, runs_b, sum_b, pd.concat(parts, ignore_index=True),
                       pd.concat(sums, ignore_index=True), pd.concat(extra, ignore_index=True) if extra else
-                      pd.DataFrame(), transition_time, decay_budget(preset), chance(preset))
+                      pd.DataFrame(), transition_time, decay_budget(preset), chance(preset), preset.rho_lambda)
 
 
 # ------------------------------------------------------------------------------------------ tables and views
@@ -438,7 +457,7 @@ def layer_table(runs: BorderRuns, lam: float):
 
 def phase(runs: BorderRuns) -> pd.DataFrame:
     """Every (ρ, λ, seed) summary of the chapter's SimpleCNN runs at its main budget: A, B and the extras."""
-    parts = [runs.sum_a.assign(rho=RHO_A), runs.sum_b.assign(lam=LAMBDA_B)]
+    parts = [runs.sum_a.assign(rho=RHO_A), runs.sum_b.assign(lam=runs.rho_lambda)]
     parts += [runs.extra] if len(runs.extra) else []
     return pd.concat(parts, ignore_index=True).drop_duplicates(["rho", "lam", "seed"])
 
@@ -812,7 +831,7 @@ _CLAIMS = (
         "T2-4", "Stronger shortcut → harder transition: clean accuracy falls as ρ grows (Table 2 #4)",
         "✓ \"78% → 10%\" [paper, Table 2]; 78.2 / 74.8 / 58.5 / 10.2 % at ρ = 0.5 / 0.8 / 0.95 / 1.0 "
         "[digitised, Fig. 2; end points paper]", "NHT",
-        AtMost("the per-seed Spearman ρ(ρ, final clean accuracy) at λ = 0.1", T24_MAX_RHO)),
+        AtMost("the per-seed Spearman ρ(ρ, final clean accuracy) at Experiment B's λ", T24_MAX_RHO)),
           lambda r: predictions.grid_spearman(r.sum_b, "final_clean_acc", lam="rho"),
           where="§3.3, {numref}`fig-ch3-rho-sweep`", test="Spearman ρ(ρ, clean accuracy)"),
     Claim(ClaimSpec(
