@@ -272,7 +272,6 @@ class BorderRuns:
     transition_time: str = "head_peak"
     budget: float = float("nan")  # Σₛηₛ of A's runs (`decay_budget`): a run's decay budget is λ × budget
     chance: float = CHANCE  # the accuracy of a guess (`chance`): the controls' floor
-    rho_lambda: float = LAMBDA_B  # Experiment B's λ (`BorderPreset.rho_lambda`)
 
 
 def trained_together(name: str, parts: Sequence[Sweep]) -> Sweep:
@@ -355,7 +354,7 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
     runs_b = pd.concat([a_cell if rho == RHO_A else
                         _load(by_name[RHO_SWEEP.format(rho=rho)], **load).assign(rho=rho) for rho in preset.rhos],
                        ignore_index=True)
-    sum_b = vision.summarise(runs_b, ["rho", "seed"], **kw)
+    sum_b = vision.summarise(runs_b, ["rho", "lam", "seed"], **kw)  # its λ kept: `phase` reads B's cells by it
     extra = [vision.summarise(_load(by_name[PHASE_SWEEP.format(rho=rho)], **load), ["lam", "seed"], **kw)
              .assign(rho=rho) for rho in preset.rhos if PHASE_SWEEP.format(rho=rho) in by_name]
     parts, sums = [], []
@@ -365,7 +364,7 @@ def run(preset: BorderPreset, data_root: str | None, *, first_seed: int = 0, dev
         sums.append(vision.summarise(r, ["seed"], head=HEAD_OF[name], **kw).assign(model=name))
     return BorderRuns(runs_a, sum_a, runs_b, sum_b, pd.concat(parts, ignore_index=True),
                       pd.concat(sums, ignore_index=True), pd.concat(extra, ignore_index=True) if extra else
-                      pd.DataFrame(), transition_time, decay_budget(preset), chance(preset), preset.rho_lambda)
+                      pd.DataFrame(), transition_time, decay_budget(preset), chance(preset))
 
 
 # ------------------------------------------------------------------------------------------ tables and views
@@ -457,7 +456,7 @@ def layer_table(runs: BorderRuns, lam: float):
 
 def phase(runs: BorderRuns) -> pd.DataFrame:
     """Every (ρ, λ, seed) summary of the chapter's SimpleCNN runs at its main budget: A, B and the extras."""
-    parts = [runs.sum_a.assign(rho=RHO_A), runs.sum_b.assign(lam=runs.rho_lambda)]
+    parts = [runs.sum_a.assign(rho=RHO_A), runs.sum_b]
     parts += [runs.extra] if len(runs.extra) else []
     return pd.concat(parts, ignore_index=True).drop_duplicates(["rho", "lam", "seed"])
 
