@@ -58,3 +58,30 @@ def test_batched_equals_single_over_training_steps():
         params = dict(model.named_parameters())
         key = "conv6.weight" if kind == "simple_cnn" else "net.conv6.weight"
         assert torch.allclose(params[key][1], singles[1].conv6.weight, atol=1e-4)  # Adam: sign-level noise
+
+
+def test_channels_last_layout_gives_the_contiguous_outputs_and_gradients():
+    """The CPU's default layout (channels-last) is a speed choice only: the logits and every gradient match the
+    contiguous layout's; the activations really are channels-last (else the test would compare one path twice)."""
+    model = nht.models.config("simple_cnn").build((3, 8, 8), 10, [0, 1, 2])
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 4, 3, 8, 8, generator=g)
+    y = torch.randint(0, 10, (3, 4), generator=g)
+    seen = []
+    hook = model.conv2.register_forward_hook(lambda m, inp, out: seen.append(
+        out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()))
+    results = {}
+    for flag in (False, True):
+        model.channels_last = flag
+        model.zero_grad()
+        out = model(x)
+        nht.train.member_loss(out, y).sum().backward()
+        results[flag] = (out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()})
+    model.channels_last = None  # the default: channels-last on a CPU
+    with torch.no_grad():
+        model(x)
+    hook.remove()
+    assert seen == [False, True, True]
+    assert torch.allclose(results[False][0], results[True][0], atol=1e-6)
+    for name, grad in results[False][1].items():
+        assert torch.allclose(grad, results[True][1][name], atol=1e-6), name

@@ -182,7 +182,10 @@ PRESETS = {
     # not give one: the ρ sweep keeps 3 seeds. The λ sweep at 9 seeds (was 6): the power read-out asked ≈ 9 for P6,
     # ≈ 8 for chapter 6's D1 on this domain; D2 had 2 usable seeds, P5 at seeds 10-15 too. Measured (1,798 s for the
     # chapter from an empty cache, matmul ≈ 230 GFLOP/s): P6 0.47 [0.17, 0.76] (n = 8), P5 and T2-5 decided at seeds
-    # 0-8, 13 of 18 claims; at 10-18 P5 (0.67 [0.34, 1.00], n = 5) and T2-5 (sd 4 points) stay open, 10 of 18
+    # 0-8, 13 of 18 claims; at 10-18 P5 (0.67 [0.34, 1.00], n = 5) and T2-5 (sd 4 points) stay open, 10 of 18.
+    # The SimpleCNN channels-last on a CPU (part 9, `nhtlib.models.simple_cnn`; 1.25-1.39x a training step in one
+    # run): 1,299 s for the chapter from an empty cache (matmul ≈ 310 GFLOP/s); at seeds 0-8 none of the 25 verdicts
+    # differs from the contiguous layout's, the values move within their intervals (P6 0.52 [0.27, 0.76])
     "cpu": BorderPreset(image_size=16, border_width=1, n_train=5000, n_test=500, epochs=15, batch_size=64, lr=3e-3,
                         seeds=9, rho_seeds=3, rho_lambda=0.5, lambdas=(0.1, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0),
                         rhos=PAPER_RHOS, phase_lambdas=(),

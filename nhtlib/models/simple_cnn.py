@@ -10,7 +10,11 @@ init. Pooling does not change the parameter count, so the layout is free for the
 them with parameters stacked along a leading member dimension (conv weights (K, out, in, 3, 3), head (K, C, 128))
 and runs all K at once: the K members' channels are stacked and each convolution is one `conv2d(groups=K)`. Measured
 on 2 shared CPU cores (16 x 16 inputs, batch 128, K = 8) it trains about as fast as the torch.func wrapper
-(`StackedSimpleCNNConfig`, 237 vs 247 images/s), so it is no speed-up; it keeps the layer names flat. Member k is initialised exactly like `SimpleCNNNet` built
+(`StackedSimpleCNNConfig`, 237 vs 247 images/s), so it is no speed-up; it keeps the layer names flat. On a CPU the
+stacked activations are laid out channels-last (memory order B, H, W, K*C): oneDNN's grouped convolution is faster
+there (`benchmarks/bench_channels_last.py`, fp32 matmul ≈ 310 GFLOP/s: a training step of the half-width model,
+K = 63 members, 1.25-1.39x at chapter 3's 16 x 16 px and batch 64, 1.3x at chapter 4's 24 x 24 px and batch 32; the
+logits agree to about 1e-8). Member k is initialised exactly like `SimpleCNNNet` built
 under `torch.manual_seed(seed_k)`. Layers are named conv1..conv6 and head (the per-layer norm columns
 `norm_sq:conv1` ... `norm_sq:head`).
 """
@@ -78,10 +82,19 @@ class GroupedSimpleCNN(nn.Module):
 
         self.head = BatchedLinear(torch.stack([s.head.weight.detach() for s in singles]).clone(),
                                   torch.stack([s.head.bias.detach() for s in singles]).clone())
+        # the activations' layout: None = channels-last on a CPU (measured faster there, see the module docstring),
+        # contiguous on CUDA (not measured there); True / False force one (the benchmark times both)
+        self.channels_last: bool | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        k, b = x.shape[:2]
-        h = x.transpose(0, 1).reshape(b, k * x.shape[2], *x.shape[3:])  # members' channels side by side
+        k, b, c, height, width = x.shape
+        channels_last = x.device.type == "cpu" if self.channels_last is None else self.channels_last
+        if channels_last:
+            # memory order (B, H, W, K, C): the logical (B, K*C, H, W) tensor is channels-last in one copy, and the
+            # convolutions, ReLUs and max-pools keep that layout
+            h = x.permute(1, 3, 4, 0, 2).reshape(b, height, width, k * c).permute(0, 3, 1, 2)
+        else:
+            h = x.transpose(0, 1).reshape(b, k * c, height, width)  # members' channels side by side
         for i, name in enumerate(CONV_NAMES, start=1):
             h = torch.relu(getattr(self, name)(h))
             if i in POOL_AFTER:
