@@ -6,15 +6,15 @@ with the machine's fp32 matmul rate measured in the same run.
 
 Measured (Intel Xeon with AMX, 2 threads, fp32 matmul ≈ 310 GFLOP/s by `plan.matmul_rate`, 3-5 timed steps each,
 two runs in one session): training step 1.25-1.39x at chapter 3's shape (16 x 16 px, batch 64, K = 63) and
-1.30-1.32x at chapter 4's (24 x 24 px, batch 32, K = 63); evaluation 1.39x and 1.26-1.39x; the logits of the two
-layouts agree to about 1e-8. The book trains the
-SimpleCNN channels-last on a CPU (`GroupedSimpleCNN.channels_last`); on CUDA it keeps the contiguous layout, which
-has not been measured there. On a shared machine, run it when the cores are idle.
+1.30-1.32x at chapter 4's (24 x 24 px, batch 32, K = 63); evaluation 1.39x and 1.26-1.39x. A later run with
+`--repeats 2` (matmul ≈ 355): 1.13x and 1.37x a step (2 timed steps are noisy). The logits of the two
+layouts agree to about 1e-8. The book trains the SimpleCNN channels-last on a CPU (`GroupedSimpleCNN.channels_last`);
+on CUDA it keeps the contiguous layout, which has not been measured there. Each timing is `plan.seconds_per_call`
+(one warm-up call, then `--repeats` calls). On a shared machine, run it when the cores are idle.
 """
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
@@ -25,14 +25,6 @@ from nhtlib.models.simple_cnn import SimpleCNNConfig
 
 # (what, image size, training batch, evaluation batch, members, classes): the cpu presets' biggest SimpleCNN groups
 SHAPES = (("chapter 3, λ sweep", 16, 64, 512, 63, 5), ("chapter 4, Waterbirds stand-in", 24, 32, 256, 63, 2))
-
-
-def _timed(fn, repeats: int) -> float:
-    fn()  # warm-up: oneDNN picks its kernels on the first call
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def compare(size: int, batch: int, eval_batch: int, k: int, n_classes: int, width: float = 0.5,
@@ -65,8 +57,8 @@ def compare(size: int, batch: int, eval_batch: int, k: int, n_classes: int, widt
     out: dict[str, float] = {}
     for name, flag in layouts:
         model.channels_last = flag
-        out[f"step_s {name}"] = _timed(step, repeats)
-        out[f"eval_s {name}"] = _timed(evaluate, max(1, repeats // 2))
+        out[f"step_s {name}"] = plan.seconds_per_call(step, min_s=60.0, max_repeats=repeats)
+        out[f"eval_s {name}"] = plan.seconds_per_call(evaluate, min_s=60.0, max_repeats=max(1, repeats // 2))
     out["max_logit_difference"] = float((logits["contiguous"] - logits["channels_last"]).abs().max())
     model.channels_last = None
     return out

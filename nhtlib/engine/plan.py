@@ -330,7 +330,7 @@ def _fake_dataset(shape: DataLayout, k: int, n_train: int, n_eval: int) -> Datas
     return Dataset(splits, shape.n_classes, {"chance": 1.0 / shape.n_classes})
 
 
-def _timed(fn, min_s: float = 0.3, max_repeats: int = 10) -> float:
+def seconds_per_call(fn, min_s: float = 0.3, max_repeats: int = 10) -> float:
     """Seconds per call of fn() after one warm-up call: repeated until min_s have passed (at most max_repeats)."""
     fn()
     t0, n = time.perf_counter(), 0
@@ -377,15 +377,15 @@ def time_locally(configs: Sequence[RunConfig], shape: DataLayout, sweep: Sweep) 
     cfg, k = configs[0].train, len(configs)
     step, model = synthetic_step(configs, shape)
     with tf32_flags(cfg.precision == "tf32"):
-        per_step = _timed(lambda: step(cfg.precision))
+        per_step = seconds_per_call(lambda: step(cfg.precision))
         chunk = min(cfg.eval_batch_size, evaluated_examples(cfg, shape, 0), TIMED_EVAL_EXAMPLES)
         model.eval()
-        per_chunk = _timed(lambda: evaluate(model, _fake_dataset(shape, k, chunk, 0).splits["train"], k, chunk,
+        per_chunk = seconds_per_call(lambda: evaluate(model, _fake_dataset(shape, k, chunk, 0).splits["train"], k, chunk,
                                             cfg.precision), min_s=0.0, max_repeats=1)
     per_log = per_chunk * evaluated_examples(cfg, shape, 0) / chunk
     if sweep.extra_metrics is not None:
         data = _fake_dataset(shape, k, max(1, min(sweep.probe_examples, shape.n_train)), 0)
-        per_log += _timed(lambda: sweep.extra_metrics(model, data), min_s=0.0, max_repeats=1)
+        per_log += seconds_per_call(lambda: sweep.extra_metrics(model, data), min_s=0.0, max_repeats=1)
     return per_step, per_log
 
 
