@@ -1,13 +1,15 @@
 """How fast is bf16 on this CPU? Member-steps/s of the book's training step at precision "fp32" and "bf16"
-(`TrainConfig.precision`) for three workloads, with the machine's plain fp32 (and bf16) matmul GFLOP/s measured in
+(`TrainConfig.precision`) for four workloads, with the machine's plain fp32 (and bf16) matmul GFLOP/s measured in
 the same run.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py            # all three, under a minute
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py            # all four, about a minute
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py --only transformer --steps-scale 3
 
 Workloads (K members batched, as the chapters train them):
 
 * toy MLP (chapter 1): hidden 64, sparse parity with 40 bits, 300 training examples, full batch, K = 24;
+* stand-in MLP (chapter 2): `ModularTask(p=59, train_frac=0.5)`, the modular MLP, full batch, K = 42 (the
+  stand-in sweep's largest group);
 * NSDL transformer (chapter 2): `ModularTask(p=97, train_frac=0.5)`, batch 512, K = 3;
 * SimpleCNN (chapters 3-4): 16 x 16 RGB inputs, 10 classes, batch 32, K = 6 (random images: the speed of a step
   does not depend on the pixels, and no data set has to be on disk).
@@ -54,13 +56,20 @@ def random_images(seeds: list[int], n: int = 512, side: int = 16, n_classes: int
     return Dataset({"train": Split(x, torch.randint(0, n_classes, (n,), generator=g))}, n_classes=n_classes)
 
 
+WORKLOAD_KEYS = ("toy", "stand-in", "transformer", "cnn")  # --only's names, in the order `workloads` gives them
+
+
 def workloads(steps_scale: float) -> list[Workload]:
     toy = nht.data.sparse_parity.SparseParityTask(n_bits=40, n_train=300, n_test=10)
     modular = nht.data.modular.ModularTask(p=97, train_frac=0.5)
+    stand_in = nht.data.modular.ModularTask(p=59, train_frac=0.5)  # chapter 2's stand-in (cpu scale)
     scaled = lambda n: max(2, int(round(n * steps_scale)))  # noqa: E731
     return [
         Workload("toy MLP, K = 24, full batch", nht.models.config("mlp", hidden=(64,)),
                  lambda seeds: stack_members([toy.build(s) for s in seeds]), nht.TrainConfig(), 24, scaled(500)),
+        Workload("stand-in MLP, K = 42, full batch", nht.models.config("modular_mlp"),
+                 lambda seeds: stack_members([stand_in.build(s) for s in seeds]),
+                 nht.TrainConfig(weight_decay=1.0, decay="matrices"), 42, scaled(100)),
         Workload("NSDL transformer, K = 3, batch 512", nht.models.config("transformer"),
                  lambda seeds: stack_members([modular.build(s) for s in seeds]),
                  nht.TrainConfig(batch_size=512, weight_decay=1.0), 3, scaled(50)),
@@ -124,12 +133,12 @@ def main() -> None:
     ap.add_argument("--steps-scale", type=float, default=1.0, help="multiply every workload's timed steps")
     ap.add_argument("--repeats", type=int, default=2, help="alternating timings per precision; the best counts")
     ap.add_argument("--max-seconds", type=float, default=2.5, help="cap on one timing (fewer steps when reached)")
-    ap.add_argument("--only", choices=["toy", "transformer", "cnn"], default=None)
+    ap.add_argument("--only", choices=list(WORKLOAD_KEYS), default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     chosen = workloads(args.steps_scale)
     if args.only is not None:
-        chosen = [chosen[["toy", "transformer", "cnn"].index(args.only)]]
+        chosen = [chosen[WORKLOAD_KEYS.index(args.only)]]
 
     started = time.perf_counter()
     fp32_before, bf16_rate = matmul_rate(torch.float32), matmul_rate(torch.bfloat16)

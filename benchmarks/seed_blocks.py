@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nhtlib.engine.native_bf16 import design_digest
+from nhtlib.engine.native_bf16 import design_digest, native_bf16, uses_native_bf16
 from nhtlib.report.claims import verdict_changes
 from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
 from nhtlib.paths import repo_root, results_root
@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         # the design both blocks ran (`native_bf16.design_digest` of the preset): a record of another design is stale
         preset = CHAPTERS[chapter].presets.get(args.scale)  # None: a chapter that trains nothing of its own
         design = design_digest(preset) if preset is not None else None
-        record[chapter] = {"scale": args.scale, "design": design, "seeds": [0, args.seed], "claims": len(a),
+        # what the blocks trained at here: a preset asking for bf16-if-native ran bf16 on a CPU that has it
+        bf16 = preset is not None and uses_native_bf16(preset) and native_bf16("cpu")
+        record[chapter] = {"scale": args.scale, "design": design, "bf16": bf16, "seeds": [0, args.seed],
+                           "claims": len(a),
                            "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]],
                            "date": datetime.date.today().isoformat()}
     args.record.parent.mkdir(parents=True, exist_ok=True)

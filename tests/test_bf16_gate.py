@@ -120,3 +120,18 @@ def test_the_benchmark_compares_verdicts_claim_by_claim():
     out = bench.compare(a, b)
     assert out["P1"]["fp32"] == out["P1"]["bf16"] == "reproduced"
     assert (out["P2"]["bf16"], out["P3"]["fp32"]) == ("missing", "missing")
+
+
+def test_chapter_2_takes_bf16_where_native_for_nsdl_settings_only(monkeypatch):
+    """Chapter 2's cpu preset asks for bf16-if-native on NSDL's Transformer batch alone: it reaches every member of
+    that sweep (bf16 on a CPU that has it, fp32 on one that has not), and no stand-in, SGD or one-run member."""
+    from nhtlib.chapters import CHAPTERS, grokking
+
+    preset = CHAPTERS[grokking.NAME].preset("cpu")
+    for native, expected in (("1", "bf16"), ("0", "fp32")):
+        monkeypatch.setenv(NATIVE_BF16_ENV, native)
+        by_sweep = {s.name: {c.train.precision for c in s.configs} for s in grokking.sweeps(preset)}
+        assert by_sweep.pop("NSDL settings") == {expected}
+        assert set().union(*by_sweep.values()) == {"fp32"}
+    assert precision.precision_text(IF_NATIVE) != IF_NATIVE and precision.precision_text("fp32") == "fp32"
+    assert grokking.scale_table().data.loc["NSDL: precision", "cpu"] == precision.precision_text(IF_NATIVE)

@@ -64,6 +64,11 @@ def resolve_precision(choice: str, device_type: str | None = None) -> str:
     return "bf16" if native_bf16(device_type) else "fp32"
 
 
+def precision_text(choice: str) -> str:
+    """A preset's precision as a page says it: `IF_NATIVE` spelled out, every other choice as it is."""
+    return "bf16 autocast where native (AVX512-BF16, AMX, a GPU), else fp32" if choice == IF_NATIVE else choice
+
+
 # --------------------------------------------------------------------------- the bf16-equality gate of a preset
 
 def with_precision(preset: Any, precision: str) -> Any:
