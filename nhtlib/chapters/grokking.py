@@ -194,10 +194,9 @@ PRESETS = {
     # GFLOP/s, bf16 ≈ 432): the batch of 16 trained in 849 s at fp32 and 581 s at bf16 (1.46x; the chapter 1,621 s
     # at fp32), but at 3 seeds one of the 29 verdicts moved: N-TT, reproduced 1.15 [1.09, 1.22] at fp32,
     # inconclusive 1.16 [0.79, 1.53] at bf16 — a row that also moved between seed blocks (1.46 [0.99, 1.93] at
-    # seeds 10-12). At 6 seeds per λ (22 members, 114,400 member-steps; the 6 added took 356 s at fp32, 273 s at
-    # bf16 with the analysis) every verdict is equal at both precisions (N-TT 1.19 [1.01, 1.38] and 1.19 [0.97,
-    # 1.41]), so the batch takes bf16 where native: the speed buys the seeds the claims across λ needed (the 22
-    # members trained in 836 s at bf16, the 16 in 849 s at fp32; the chapter 1,571 s from an empty cache at seeds
+    # seeds 10-12). At 6 seeds per λ (22 members, 114,400 member-steps) every verdict is equal at both precisions
+    # (N-TT 1.19 [1.01, 1.38] and 1.19 [0.97, 1.41]), so the batch takes bf16 where native: the speed buys the seeds
+    # the claims across λ needed (22 members in 836 s at bf16; the chapter 1,571 s from an empty cache at seeds
     # 10-15). Seed blocks 0 / 10 at this design: 3 of 29 verdicts differ (4 in the Intel Xeon's fp32 record), no
     # flip; N-TT still sits on its bound at seeds 10-15 (1.26 [0.97, 1.54], n = 6; the read-out asks ≈ 8 seeds)
     "cpu": GrokPreset(
