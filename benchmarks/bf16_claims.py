@@ -2,8 +2,8 @@
 
 Result (benchmarks/records/bf16_claims.json): per chapter, every claim's verdict and estimate at fp32 and at bf16,
 the two wall times and the CPU's fp32 and bf16 matmul rates; a chapter's cpu preset may take bf16 autocast on
-CPUs with native bf16 only where this record measured its current design (`nhtlib.engine.native_bf16.design_digest`)
-with every verdict equal (`gate_problems`, held by tests/test_bf16_gate.py).
+CPUs with native bf16 only where this record measured its current design (`Chapter.bf16_design`: the preset's, or
+for chapter 6 the runs it reads) with every verdict equal (`design_problems`, held by tests/test_bf16_gate.py).
 Hardware: a CPU with native bf16 (AVX512-BF16 or AMX); it refuses to measure elsewhere (bf16 there is emulated).
 n: the chapter's own design (its seeds, its λ grid) at the scale asked for, each precision once.
 
@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from nhtlib.engine import native_bf16 as precision
 from nhtlib.engine.plan import matmul_rate
 from nhtlib.paths import cache_root, repo_root
 from nhtlib.report.claims import verdict_changes
+from nhtlib.report.provenance import cpu_model
 
 RECORD = Path(__file__).resolve().parent / "records" / "bf16_claims.json"
 
@@ -41,13 +41,6 @@ RECORD = Path(__file__).resolve().parent / "records" / "bf16_claims.json"
 def read_record(path: Path = RECORD) -> dict:
     """chapter -> scale -> its entry ({} when there is no record)."""
     return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def run_chapter(chapter: str, scale: str, seed: int | None, native: str, results: Path) -> tuple[pd.DataFrame, float]:
@@ -86,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     record = read_record(args.record)
     differ = 0
     for chapter in args.chapters:
-        preset = CHAPTERS[chapter].preset(args.scale)
         tables, walls = {}, {}
         with tempfile.TemporaryDirectory() as tmp:
             for name, native in (("fp32", "0"), ("bf16", "1")):
@@ -98,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{chapter}: {len(verdicts)} claims, {len(changed)} with another verdict at bf16"
               + "".join(f"\n  {cid}: {v['fp32']} ({v['ours fp32']}) -> {v['bf16']} ({v['ours bf16']})"
                         for cid, v in changed.items()), flush=True)
-        record.setdefault(chapter, {})[args.scale] = {"design": precision.design_digest(preset), "native_bf16": True,
-                           "equal": not changed, "first_seed": args.seed, "cpu": _cpu_model(),
+        design = CHAPTERS[chapter].bf16_design(args.scale)[1]
+        record.setdefault(chapter, {})[args.scale] = {"design": design, "native_bf16": True, "equal": not changed,
+                           "first_seed": args.seed, "cpu": cpu_model(),
                            "matmul_gflops": {k: round(v, 1) for k, v in rates.items()},
                            "wall_s": {k: round(v, 1) for k, v in walls.items()},
                            "date": datetime.date.today().isoformat(), "verdicts": verdicts}

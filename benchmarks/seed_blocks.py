@@ -4,6 +4,8 @@ Result (benchmarks/records/seed_blocks.json): per chapter, the claims whose verd
 seeds (first seed 0: results/<scale>/<chapter>/) and another block (first seed S: results/<scale>/seed-S/<chapter>/,
 what ``nht-book run CHAPTER -p scale cpu -p seed S`` writes), and the flips between "reproduced" and "not
 reproduced" (a defect of the design or of the rule: the issue's bar is none, and <= 5 % of verdicts differing).
+The two blocks must share no seed (`shared_seeds`): a chapter with more seeds somewhere than the block's offset
+needs a later block (``--seed 20``).
 Hardware: none of its own; it reads claims tables (``--run`` trains the missing block through the chapter runner
 first: run it alone). n: each block's own design.
 
@@ -21,10 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from nhtlib.engine.native_bf16 import design_digest, native_bf16, uses_native_bf16
-from nhtlib.report.claims import verdict_changes
-from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
+from nhtlib.engine.native_bf16 import native_bf16
 from nhtlib.paths import repo_root, results_root
+from nhtlib.report.claims import verdict_changes
+from nhtlib.report.provenance import cpu_model
+from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
 
 RECORD = Path(__file__).resolve().parent / "records" / "seed_blocks.json"
 DECIDED = (REPRODUCED, PARTLY, NOT_REPRODUCED)
@@ -35,6 +38,18 @@ def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None
     folder = results_root() / scale / (chapter if seed == 0 else f"seed-{seed}/{chapter}")
     path = folder / "claims.csv"
     return pd.read_csv(path) if path.exists() else None
+
+
+def shared_seeds(chapter: str, scale: str, seed: int) -> list[int]:
+    """The seeds that the book's block (first seed 0) and the block starting at `seed` both train in `chapter` at
+    `scale`: empty, or the two blocks are not independent replications (a design with 16 seeds at some λ shares
+    seeds 10-15 with block 10)."""
+    from nhtlib.chapters import CHAPTERS
+
+    def seeds(first: int) -> set[int]:
+        return {c.seed for sweep in CHAPTERS[chapter].sweeps(scale, first_seed=first) for c in sweep.configs}
+
+    return sorted(seeds(0) & seeds(seed))
 
 
 def decided_share(table: pd.DataFrame) -> tuple[int, int]:
@@ -57,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     record = json.loads(args.record.read_text()) if args.record.exists() else {}
     flips = 0
     for chapter in chapters:
+        shared = shared_seeds(chapter, args.scale, args.seed)
+        if shared:
+            parser.error(f"{chapter}: blocks 0 and {args.seed} share seeds {shared}: start the other block later")
         if args.run and claims_table(args.scale, chapter, args.seed) is None:
             subprocess.run([sys.executable, "-m", "nhtlib", "run", chapter, "-p", "scale", args.scale,
                             "-p", "seed", str(args.seed)], check=True, cwd=repo_root())
@@ -74,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         if len(diff):
             with pd.option_context("display.width", 220, "display.max_colwidth", 50):
                 print(diff.to_string(index=False))
-        # the design both blocks ran (`native_bf16.design_digest` of the preset): a record of another design is stale
-        preset = CHAPTERS[chapter].presets.get(args.scale)  # None: a chapter that trains nothing of its own
-        design = design_digest(preset) if preset is not None else None
-        # what the blocks trained at here: a preset asking for bf16-if-native ran bf16 on a CPU that has it
-        bf16 = preset is not None and uses_native_bf16(preset) and native_bf16("cpu")
-        record[chapter] = {"scale": args.scale, "design": design, "bf16": bf16, "seeds": [0, args.seed],
+        # the design both blocks ran or read (`Chapter.bf16_design`): a record of another design is stale; and what
+        # they trained at here: a design asking for bf16-if-native ran bf16 on a CPU that has it
+        uses, design = CHAPTERS[chapter].bf16_design(args.scale)
+        bf16 = uses and native_bf16("cpu")
+        # this machine's CPU, which trained the blocks when they ran here: fp32 verdicts move between CPU models too
+        record[chapter] = {"scale": args.scale, "design": design, "bf16": bf16, "cpu": cpu_model(),
+                           "seeds": [0, args.seed],
                            "claims": len(a),
                            "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]],
                            "date": datetime.date.today().isoformat()}

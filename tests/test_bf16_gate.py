@@ -66,10 +66,12 @@ def test_nested_fields_are_found_and_replaced():
     assert precision.uses_native_bf16(outer) and not precision.uses_native_bf16(Outer(a=Inner(precision="fp32")))
     fp32 = precision.with_precision(outer, "fp32")
     assert (fp32.a.precision, fp32.b.precision) == ("fp32", "fp32") and not precision.uses_native_bf16(fp32)
-    # the digest is the fp32 design's: the same for the preset asking for bf16-if-native and its fp32 form, and
-    # another one for another design
-    assert precision.design_digest(outer) == precision.design_digest(fp32)
+    # the digest is the preset's as it states it: asking for bf16-if-native in one more part, or another seed
+    # count, is another design; the machine does not enter
+    assert precision.design_digest(outer) != precision.design_digest(fp32)
+    assert precision.design_digest(outer) != precision.design_digest(Outer(a=Inner(precision="fp32")))
     assert precision.design_digest(outer) != precision.design_digest(Outer(seeds=4))
+    assert precision.design_digest(outer) == precision.design_digest(Outer())
 
 
 def _entry(preset, verdicts: dict, **kw) -> dict:
@@ -93,12 +95,34 @@ def test_the_gate_on_records_with_known_answers():
 
 
 def test_every_chapter_preset_that_takes_bf16_was_measured_equal():
+    """... and every chapter that reads such runs (chapter 6 reads chapters 1-4's sweeps)."""
     from nhtlib.chapters import CHAPTERS
 
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    problems = [p for name, chapter in CHAPTERS.items() for scale, preset in chapter.presets.items()
-                for p in precision.gate_problems(f"{name} at {scale}", preset, record.get(name, {}).get(scale))]
+    problems = [p for name, chapter in CHAPTERS.items() for scale in (chapter.presets or ("smoke", "cpu", "paper"))
+                for p in precision.design_problems(f"{name} at {scale}", *chapter.bf16_design(scale),
+                                                   record.get(name, {}).get(scale))]
     assert problems == []
+
+
+def test_a_chapter_that_reads_bf16_runs_is_gated_too(monkeypatch):
+    """Chapter 6 trains nothing but reads chapter 2's stand-in: when that asks for bf16-if-native, chapter 6's runs
+    depend on the machine, its design is another one (whatever this machine is), and it needs its own record."""
+    from nhtlib.chapters import CHAPTERS, grokking
+
+    synthesis, cpu = CHAPTERS["06_synthesis"], grokking.PRESETS["cpu"]
+    designs = {}
+    for choice in ("fp32", IF_NATIVE):
+        monkeypatch.setitem(grokking.PRESETS, "cpu", cpu.replace(stand_in=cpu.stand_in.replace(precision=choice)))
+        designs[choice] = synthesis.bf16_design("cpu")
+        monkeypatch.setenv(NATIVE_BF16_ENV, "0")  # another machine, the same design
+        assert synthesis.bf16_design("cpu") == designs[choice]
+        monkeypatch.delenv(NATIVE_BF16_ENV)
+    assert designs["fp32"][0] is False and designs[IF_NATIVE][0] is True  # NSDL's batch is no run chapter 6 reads
+    assert designs["fp32"][1] != designs[IF_NATIVE][1]
+    assert "no bf16-equality record" in precision.design_problems("06 at cpu", *designs[IF_NATIVE], None)[0]
+    assert precision.design_problems("06 at cpu", *designs["fp32"], None) == []
+    assert CHAPTERS["01_toy_norm_hierarchy"].bf16_design("cpu")[0] is False
 
 
 def test_smoke_scale_never_depends_on_the_machine():
@@ -122,16 +146,19 @@ def test_the_benchmark_compares_verdicts_claim_by_claim():
     assert (out["P2"]["bf16"], out["P3"]["fp32"]) == ("missing", "missing")
 
 
-def test_chapter_2_takes_bf16_where_native_for_nsdl_settings_only(monkeypatch):
-    """Chapter 2's cpu preset asks for bf16-if-native on NSDL's Transformer batch alone: it reaches every member of
-    that sweep (bf16 on a CPU that has it, fp32 on one that has not), and no stand-in, SGD or one-run member."""
+def test_chapter_2_takes_bf16_where_native_at_cpu_scale_only(monkeypatch):
+    """Chapter 2's cpu preset asks for bf16-if-native on both models: it reaches every member of every sweep (bf16
+    on a CPU that has it, fp32 on one that has not); its paper preset stays fp32 on any machine."""
     from nhtlib.chapters import CHAPTERS, grokking
 
-    preset = CHAPTERS[grokking.NAME].preset("cpu")
+    chapter = CHAPTERS[grokking.NAME]
     for native, expected in (("1", "bf16"), ("0", "fp32")):
         monkeypatch.setenv(NATIVE_BF16_ENV, native)
-        by_sweep = {s.name: {c.train.precision for c in s.configs} for s in grokking.sweeps(preset)}
-        assert by_sweep.pop("NSDL settings") == {expected}
-        assert set().union(*by_sweep.values()) == {"fp32"}
+        by_sweep = {s.name: {c.train.precision for c in s.configs} for s in grokking.sweeps(chapter.preset("cpu"))}
+        assert set(by_sweep) == {"one run", grokking.STAND_IN_SWEEP, "SGD", "NSDL settings"}
+        assert set().union(*by_sweep.values()) == {expected}
+        assert {c.train.precision for s in grokking.sweeps(chapter.preset("paper")) for c in s.configs} == {"fp32"}
     assert precision.precision_text(IF_NATIVE) != IF_NATIVE and precision.precision_text("fp32") == "fp32"
-    assert grokking.scale_table().data.loc["NSDL: precision", "cpu"] == precision.precision_text(IF_NATIVE)
+    table = grokking.scale_table().data
+    assert (table.loc["NSDL: precision", "cpu"] == table.loc["stand-in: precision", "cpu"]
+            == precision.precision_text(IF_NATIVE))

@@ -81,12 +81,12 @@ def test_sgd_sweep_runs_o1s_w0_control_beside_w_lambda_and_2_lambda():
 
 def test_cpu_runs_nsdl_settings_as_one_batched_call():
     configs = grokking.nsdl_configs(CPU.nsdl)
-    assert len(configs) == 22 and len({c.batch_signature() for c in configs}) == 1
+    assert len(configs) == 26 and len({c.batch_signature() for c in configs}) == 1
     train = configs[0].train
     assert (train.optimizer, train.lr, train.batch_size, train.sampling, train.decay) == (
         "adamw", 1e-3, 512, "with_replacement", "all")
     assert train.log_steps() == list(range(0, 5201, 100))
-    assert grokking.member_steps(CPU)["NSDL settings"] == 22 * 5200
+    assert grokking.member_steps(CPU)["NSDL settings"] == 26 * 5200
 
 
 def test_table2_seeds_run_at_lambda_one_alone():
@@ -94,10 +94,10 @@ def test_table2_seeds_run_at_lambda_one_alone():
     seeds = {}
     for c in grokking.nsdl_configs(CPU.nsdl, first_seed=10):
         seeds.setdefault(c.train.weight_decay, set()).add(c.seed)
-    assert seeds == {0.5: set(range(10, 16)), 1.0: set(range(10, 20)), 2.0: set(range(10, 16))}
-    assert grokking.seeds_text(CPU.nsdl) == "6 seeds (10 at λ = 1)"
+    assert seeds == {0.5: set(range(10, 18)), 1.0: set(range(10, 20)), 2.0: set(range(10, 18))}
+    assert grokking.seeds_text(CPU.nsdl) == "8 seeds (10 at λ = 1)"
     plain = CPU.nsdl.replace(table2_seeds=None)
-    assert len(grokking.nsdl_configs(plain)) == 18 and grokking.seeds_text(plain) == "6 seeds"
+    assert len(grokking.nsdl_configs(plain)) == 24 and grokking.seeds_text(plain) == "8 seeds"
     with pytest.raises(ConfigError):
         CPU.nsdl.replace(table2_seeds=2)  # fewer than the seeds every λ runs
 

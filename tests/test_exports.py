@@ -282,3 +282,12 @@ def test_a_section_is_found_by_its_escaped_claim_id(tmp_path):
     nbformat.write(nb, str(path))
     assert verdict_markdown(row).startswith("**W\\_P1**")  # escaped on the page ...
     assert provenance.claim_sections(path) == {"W_P1": (0, "## 1.1 A section")}  # ... and found under its own id
+
+
+def test_cpu_model_reads_the_model_name_and_falls_back(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n")
+    assert provenance.cpu_model(info) == "AMD EPYC 7B13"
+    info.write_text("processor\t: 0\n")  # no model name: platform's answer, never empty
+    assert provenance.cpu_model(info) and provenance.cpu_model(tmp_path / "absent")
+    assert provenance.device_description("cpu").startswith(f"cpu ({provenance.cpu_model()}, ")

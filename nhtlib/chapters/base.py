@@ -8,6 +8,8 @@ the tests read chapters only through this object:
 * ``chapter.sweeps(scale, data_root, first_seed)`` — the sweeps it trains (`nhtlib.engine.sweep.Sweep`), which the
   builder trains with progress bars and the planner plans; ``chapter.runs(NAME, scale, ...)`` — one sweep's run table
   by its name (the module's constant for that name: another chapter never types the string);
+* ``chapter.bf16_design(scale)`` — whether what it trains or reads there depends on native bf16, and that design's
+  digest: what the bf16-equality gate holds to its record (`nhtlib.engine.native_bf16.design_problems`);
 * ``chapter.claims`` — its claims, in the order of its sections (`nhtlib.report.claims.Claim`: statement, the paper's
   value with its source tag, the estimate it computes from the chapter's analysed runs, and its rule), and
   ``chapter.judge(analysed)`` — every claims row, from whatever the chapter's ``analyse`` returns.
@@ -20,7 +22,8 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from nhtlib.config import SCALES, ConfigError
+from nhtlib.config import SCALES, ConfigError, stable_hash
+from nhtlib.engine.native_bf16 import design_digest, native_override, uses_native_bf16
 from nhtlib.engine.sweep import Sweep
 from nhtlib.report.claims import Claim
 from nhtlib.report.verdicts import ClaimResult
@@ -77,6 +80,20 @@ class Chapter:
              device: str = "auto", progress: bool = True) -> pd.DataFrame:
         """The run table of the sweep `name` at `scale`: trained, or read back from the run cache."""
         return self.sweep(name, scale, data_root, first_seed).run(device=device, progress=progress)
+
+    def bf16_design(self, scale: str) -> tuple[bool, str]:
+        """(whether the runs the chapter trains or reads at `scale` depend on native bf16, the digest of that
+        design): its preset's (`design_digest`) for a chapter with presets; for one that reads others' runs (chapter
+        6 reads chapter 2's stand-in), the configs it reads on a machine with and on one without native bf16 (the
+        digest holds both: it does not depend on this machine)."""
+        if self.presets:
+            preset = self.preset(scale)
+            return uses_native_bf16(preset), design_digest(preset)
+        configs = {}
+        for value in ("1", "0"):
+            with native_override(value):
+                configs[value] = [c.to_dict() for sweep in self.sweeps(scale) for c in sweep.configs]
+        return configs["1"] != configs["0"], stable_hash(configs)
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:

@@ -105,7 +105,9 @@ class StandInPreset(Config):
     sgd_steps: int  # SGD budget: short — the norm collapses at rate ηw within ~1/(ηw) steps
     train_frac: float = 0.5  # NSDL's 50 % split (the calibration's 40 % groks much later)
     batch_size: int | None = None  # full batch: the MLP's whole training set is a few thousand pairs
-    precision: str = "fp32"  # TrainConfig.precision; fp32 at every scale: the small MLP is launch-bound on a GPU
+    # TrainConfig.precision or "bf16-if-native", as NSDLPreset's: bf16 where native at cpu scale (its verdicts and
+    # chapter 6's measured equal), fp32 at paper scale (the small MLP is launch-bound on a GPU)
+    precision: str = "fp32"
 
     def validate(self) -> None:
         _check_run(self)
@@ -169,9 +171,16 @@ class GrokPreset(Config):
 # 7 seeds per λ (was 3): at 3 the power read-out asked ≈ 7 and ≈ 6 seeds for chapter 6's D1 / D2 on this domain;
 # a seed is 18,000 MLP member-steps (≈ 95 s with its richness probes, matmul ≈ 330 GFLOP/s). At 7 (seeds 0-6):
 # D1 decided (−0.03 [−0.05, −0.01], not reproduced) and D2 (−0.03 [−0.04, −0.01], reproduced); P6, "all 3 seeds:
-# 1.00" at 3, is 0.86 [0.52, 1.00] at 7 (inconclusive): seed 5's R² is 0.03, the other six's 0.99-1.00
+# 1.00" at 3, is 0.86 [0.52, 1.00] at 7 (inconclusive): seed 5's R² is 0.03, the other six's 0.99-1.00.
+# bf16 where native (issue 27, part 11): a full-batch step of the 42-member sweep is 2.02x faster at bf16 on an AMD
+# EPYC with AVX512-BF16 (benchmarks/bench_precision.py), and chapter 2's and chapter 6's verdicts, which read these
+# runs, were measured equal at both precisions (benchmarks/records/bf16_claims.json). The one-run figure and SGD
+# follow (one preset, one precision). Its runs at seeds 10-16 trained in 507 s at bf16 against 703 s at fp32 (1.39x,
+# fp32 matmul ≈ 170-196 GFLOP/s; the probes and evaluation gain less than the step), which pays for NSDL's two added
+# seeds below: the chapter's batches at seeds 10-17 sum to ≈ 1,560 s (its 1,571 s from an empty cache before)
 _STAND_IN_CPU = StandInPreset(p=59, lr=1e-2, seeds=7, lambdas=PAPER_LAMBDAS, steps_low=1500, steps=2500,
-                              log_every=25, single_steps=2000, single_logs=100, sgd_seeds=3, sgd_steps=1000)
+                              log_every=25, single_steps=2000, single_logs=100, sgd_seeds=3, sgd_steps=1000,
+                              precision=IF_NATIVE)
 PRESETS = {
     # seconds: every code path on a tiny problem, 3 seeds so that every rule sees an interval. The MLP at p = 31 on
     # 70 % of the pairs at 2 × the stand-in's η has all three regimes within 500 steps (λ = 0.01 memorises only,
@@ -185,6 +194,11 @@ PRESETS = {
     # sized for two cores (the notebook prints the NSDL batch's wall time). The stand-in: 7 seeds × 8 λ (126,000 MLP
     # member-steps), the SGD comparison at 3 seeds with O1's w = 0 control (9,000 member-steps; the control, 9 s,
     # stays at chance within the 1,000 steps, train accuracy ≈ 0.07: O1's SGD part cannot be decided at this budget).
+    # What would decide it (issue 27, part 11; one run, seed 0, runs not kept): SGD at w = 0 memorises by ≈ 10,000
+    # steps at this η (train accuracy 0.64 at 6,000, 0.96 at 8,000, 0.999 at 10,000; 130 s for 20,000 steps of one
+    # member), so every arm would need ≈ 12,000 steps, and the decayed arms 8 seeds (16 runs: the 95 % Wilson bound
+    # of 0 of 16 is 0.19, below O1's 0.2; the stand-in then 8 too): ≈ 290,000 SGD member-steps, ≈ 25 min on two
+    # cores. Not bought.
     # NSDL's settings: 3 seeds × λ ∈ {0.5, 1, 2} and 7 more at λ = 1, Table 2's λ (NSDL's 10 seeds: at 3 the power
     # read-out asked ≈ 8 seeds for T_grok and ≈ 4 for V_post, and one seed of 10-12 memorising at 600 moved four of
     # Table 2's verdicts between seed blocks), as ONE batched call of 5,200 steps (λ = 0.5 groks at ≈ 3,150 in
@@ -199,14 +213,22 @@ PRESETS = {
     # the claims across λ needed (22 members in 836 s at bf16; the chapter 1,571 s from an empty cache at seeds
     # 10-15). Seed blocks 0 / 10 at this design: 3 of 29 verdicts differ (4 in the Intel Xeon's fp32 record), no
     # flip; N-TT still sits on its bound at seeds 10-15 (1.26 [0.97, 1.54], n = 6; the read-out asks ≈ 8 seeds)
+    # 8 seeds at every λ (issue 27, part 11): the read-out asked ≈ 8 for N-TT at seeds 10-15. 26 members, 135,200
+    # member-steps, still one batched call. Table 2's λ = 1 stays at 10 seeds. 16 there (the read-outs asked ≈ 13 for
+    # N-VP, ≈ 15 for N-D1) failed the bf16 gate: N-D1 was inconclusive at fp32, 0.77 [0.68, 0.86], against the
+    # margin's 0.684, and reproduced at bf16, 0.79 [0.69, 0.89]. And 16 seeds at λ = 1 would overlap the seed
+    # blocks 0 and 10 (seeds 10-15 in both), so the blocks would no longer be independent. Measured at 8 (AMD EPYC,
+    # fp32 matmul ≈ 196 GFLOP/s): all 29 verdicts equal at fp32 and bf16; N-TT 1.17 [1.02, 1.32] at seeds 0-7 but
+    # 1.31 [1.05, 1.57] at 10-17 (the read-out now asks ≈ 13), so it still differs between the blocks (3 of 29, no
+    # flip, as at 6)
     "cpu": GrokPreset(
         _STAND_IN_CPU,
-        NSDLPreset(p=97, lr=1e-3, batch_size=512, seeds=6, table2_seeds=10, lambdas=(0.5, 1.0, 2.0), steps_low=5200,
+        NSDLPreset(p=97, lr=1e-3, batch_size=512, seeds=8, table2_seeds=10, lambdas=(0.5, 1.0, 2.0), steps_low=5200,
                    steps=5200, log_every=100, paper_grid=200, post_window=2000, precision=IF_NATIVE)),
     # NSDL's protocol for a GPU: its full λ grid, 10 seeds, budgets 15,000 / 80,000, logged every 200 steps (its
     # Table 2 grid; its λ sweep logged every 500). The stand-in keeps its cpu budget with 10 seeds, SGD 5 (Table 7).
     "paper": GrokPreset(
-        _STAND_IN_CPU.replace(seeds=10, sgd_seeds=5),
+        _STAND_IN_CPU.replace(seeds=10, sgd_seeds=5, precision="fp32"),
         NSDLPreset(p=97, lr=1e-3, batch_size=512, seeds=10, lambdas=PAPER_LAMBDAS, steps_low=15_000, steps=80_000,
                    log_every=200, paper_grid=200, post_window=2000)),
 }
@@ -337,6 +359,7 @@ def scale_table(presets: dict[str, GrokPreset] | None = None):
             "stand-in: budget, log": f"{s.steps_low:,} (λ ≤ 0.01) / {s.steps:,} steps, every {s.log_every}",
             "stand-in: SGD": f"w = λ, 2λ at λ = 1 and w = 0 (O1's control), {s.sgd_seeds} seeds × "
                              f"{s.sgd_steps:,} steps",
+            "stand-in: precision": precision_text(s.precision),
             "stand-in: member-steps": f"{cost['stand-in sweep'] + cost['one run'] + cost['SGD']:,}",
             "NSDL: model": f"1-layer Transformer ({parameter_count('transformer', n.p):,} parameters)",
             "NSDL: task": f"(a + b) mod {n.p}, {n.train_frac:.0%} of pairs for training",

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+from unittest import mock
 
 import torch
 
@@ -55,6 +57,15 @@ def native_bf16(device_type: str | None = None) -> bool:
     return bool(cpu_flags() & set(NATIVE_BF16_CPU_FLAGS))
 
 
+@contextmanager
+def native_override(value: str) -> Iterator[None]:
+    """$NHT_NATIVE_BF16 set to `value` ("0" or "1") inside the block, as it was after: the configs a chapter builds
+    inside are those of a machine without (or with) native bf16."""
+    check_choice(NATIVE_BF16_ENV, value, ("0", "1"))
+    with mock.patch.dict(os.environ, {NATIVE_BF16_ENV: value}):  # restores the environment as it was, unset too
+        yield
+
+
 def resolve_precision(choice: str, device_type: str | None = None) -> str:
     """A preset's precision as a `TrainConfig.precision`: `IF_NATIVE` becomes "bf16" where `native_bf16`, else
     "fp32"; every other choice is itself."""
@@ -89,25 +100,32 @@ def uses_native_bf16(preset: Any) -> bool:
 
 
 def design_digest(preset: Any) -> str:
-    """The digest of `preset`'s design as measured by the equality check: every field, with the `IF_NATIVE` fields
-    as "fp32" (so the digest does not depend on the machine)."""
-    design = with_precision(preset, "fp32")
-    return stable_hash(design.to_dict() if hasattr(design, "to_dict") else dataclasses.asdict(design))
+    """The digest of `preset`'s design as measured by the equality check: every field as the preset states it, so
+    a preset that asks for `IF_NATIVE` in one more part (chapter 2's stand-in beside its Transformer batch) is
+    another design, measured again; the machine it runs on does not enter."""
+    return stable_hash(preset.to_dict() if hasattr(preset, "to_dict") else dataclasses.asdict(preset))
 
 
 def gate_problems(chapter: str, preset: Any, record: dict | None) -> list[str]:
     """Why `preset` (chapter `chapter`'s, at one scale) may not take bf16 where native: [] when it does not ask for
     it, or when `record` (benchmarks/records/bf16_claims.json's entry for the chapter at that scale) measured this very design
     (`design_digest`) at both precisions on a CPU with native bf16 and found every claim's verdict equal."""
-    if not uses_native_bf16(preset):
+    return design_problems(chapter, uses_native_bf16(preset), design_digest(preset), record)
+
+
+def design_problems(chapter: str, uses: bool, design: str, record: dict | None) -> list[str]:
+    """`gate_problems` for any design (`nhtlib.chapters.base.Chapter.bf16_design`, so that a chapter that reads
+    another's bf16 runs is gated too): `uses`, whether what the chapter trains or reads depends on native bf16;
+    `design`, that design's digest, which the record must hold."""
+    if not uses:
         return []
     if not record:
         return [f"{chapter}: asks for {IF_NATIVE} but no bf16-equality record measured it "
                 "(python benchmarks/bf16_claims.py)"]
     problems = []
-    if record.get("design") != design_digest(preset):
+    if record.get("design") != design:
         problems.append(f"{chapter}: the bf16-equality record measured another design ({record.get('design')}; "
-                        f"this preset is {design_digest(preset)}): measure it again")
+                        f"this one is {design}): measure it again")
     if not record.get("native_bf16"):
         problems.append(f"{chapter}: the bf16-equality record was not measured with native bf16")
     verdicts = record.get("verdicts") or {}

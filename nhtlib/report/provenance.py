@@ -56,21 +56,25 @@ def chapter_identity(notebook: str | os.PathLike, parameters: dict[str, Any], ru
                         "runs": list(run_keys)}, length=24)
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """This machine's CPU in words, e.g. 'AMD EPYC 7B13': `cpuinfo`'s model name where there is one, else what
+    `platform` knows."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def device_description(device: str) -> str:
     """The device in words: 'cpu (AMD EPYC 7B13, 2 threads)' or 'cuda (NVIDIA H200)'."""
     import torch
 
     if device.startswith("cuda") and torch.cuda.is_available():
         return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"cpu ({model}, {torch.get_num_threads()} threads)"
+    return f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)"
 
 
 def _seed_text(seeds: list[int]) -> str:
