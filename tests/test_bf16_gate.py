@@ -1,6 +1,6 @@
 """bf16 where native, and only where measured equal: `nhtlib.engine.native_bf16`: its detection, resolution and gate.
 
-A chapter preset may ask for "bf16-if-native"; `gate_problems` lets it only when benchmarks/records/bf16_claims.json
+A chapter preset may ask for "bf16-if-native"; `design_problems` lets it only when benchmarks/records/bf16_claims.json
 measured that very design at fp32 and at bf16 with every verdict equal. The last test holds every chapter's presets
 to the committed record."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nhtlib.config import Config, ConfigError
+from nhtlib.config import SCALES, Config, ConfigError
 from nhtlib.engine import native_bf16 as precision
 from nhtlib.engine.native_bf16 import IF_NATIVE, NATIVE_BF16_ENV
 
@@ -79,19 +79,23 @@ def _entry(preset, verdicts: dict, **kw) -> dict:
             "verdicts": {cid: {"fp32": a, "bf16": b} for cid, (a, b) in verdicts.items()}, **kw}
 
 
+def _problems(preset, record: dict | None) -> list[str]:
+    return precision.design_problems("ch", precision.uses_native_bf16(preset), precision.design_digest(preset), record)
+
+
 def test_the_gate_on_records_with_known_answers():
     outer = Outer()
     equal = _entry(outer, {"P1": ("reproduced", "reproduced"), "P2": ("inconclusive", "inconclusive")})
-    assert precision.gate_problems("ch", outer, equal) == []
-    assert precision.gate_problems("ch", Outer(a=Inner(precision="fp32")), None) == []  # asks for no bf16
-    assert "no bf16-equality record" in precision.gate_problems("ch", outer, None)[0]
+    assert _problems(outer, equal) == []
+    assert _problems(Outer(a=Inner(precision="fp32")), None) == []  # asks for no bf16
+    assert "no bf16-equality record" in _problems(outer, None)[0]
     differ = _entry(outer, {"P1": ("reproduced", "inconclusive"), "P2": ("partly", "partly")})
-    assert precision.gate_problems("ch", outer, differ) == ["ch: verdicts differ at bf16 for P1"]
+    assert _problems(outer, differ) == ["ch: verdicts differ at bf16 for P1"]
     other_design = _entry(Outer(seeds=4), {"P1": ("reproduced", "reproduced")})
-    assert "another design" in precision.gate_problems("ch", outer, other_design)[0]
+    assert "another design" in _problems(outer, other_design)[0]
     emulated = {**equal, "native_bf16": False}
-    assert "native" in precision.gate_problems("ch", outer, emulated)[0]
-    assert "no verdicts" in precision.gate_problems("ch", outer, _entry(outer, {}))[0]
+    assert "native" in _problems(outer, emulated)[0]
+    assert "no verdicts" in _problems(outer, _entry(outer, {}))[0]
 
 
 def test_every_chapter_preset_that_takes_bf16_was_measured_equal():
@@ -99,7 +103,7 @@ def test_every_chapter_preset_that_takes_bf16_was_measured_equal():
     from nhtlib.chapters import CHAPTERS
 
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    problems = [p for name, chapter in CHAPTERS.items() for scale in (chapter.presets or ("smoke", "cpu", "paper"))
+    problems = [p for name, chapter in CHAPTERS.items() for scale in (chapter.presets or SCALES)
                 for p in precision.design_problems(f"{name} at {scale}", *chapter.bf16_design(scale),
                                                    record.get(name, {}).get(scale))]
     assert problems == []
@@ -115,9 +119,8 @@ def test_a_chapter_that_reads_bf16_runs_is_gated_too(monkeypatch):
     for choice in ("fp32", IF_NATIVE):
         monkeypatch.setitem(grokking.PRESETS, "cpu", cpu.replace(stand_in=cpu.stand_in.replace(precision=choice)))
         designs[choice] = synthesis.bf16_design("cpu")
-        monkeypatch.setenv(NATIVE_BF16_ENV, "0")  # another machine, the same design
-        assert synthesis.bf16_design("cpu") == designs[choice]
-        monkeypatch.delenv(NATIVE_BF16_ENV)
+        with precision.native_override("0"):  # another machine, the same design
+            assert synthesis.bf16_design("cpu") == designs[choice]
     assert designs["fp32"][0] is False and designs[IF_NATIVE][0] is True  # NSDL's batch is no run chapter 6 reads
     assert designs["fp32"][1] != designs[IF_NATIVE][1]
     assert "no bf16-equality record" in precision.design_problems("06 at cpu", *designs[IF_NATIVE], None)[0]

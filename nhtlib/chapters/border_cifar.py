@@ -155,7 +155,7 @@ PRESETS = {
     # ρ = 0.95 cell is A's λ = 0.1 (read there); the ablation at 6 epochs. fp32: bf16 autocast (1.24x faster on a CPU
     # with native bf16: 983 s against 1,222 s for the chapter) changed 3 of its 25 verdicts (P2, P3, P4: regimes of
     # single runs at the edges of the rule flip, as between seeds), so the bf16-equality gate keeps it at fp32
-    # (benchmarks/records/bf16_claims.json, `nhtlib.engine.native_bf16.gate_problems`).
+    # (benchmarks/records/bf16_claims.json, `nhtlib.engine.native_bf16.design_problems`).
     # 6 seeds in the λ sweep (was 3; ρ sweep and ablation stay at 3): at 3 the power read-out asked ≈ 4 seeds for
     # T2-3, 3 for P6 (its per-seed R² needs 3 λ's with a transition: one seed had fewer), ≈ 12 runs for F4b and ≈ 6
     # seeds for chapter 6's D2 on this domain. At 6 (908 s for the 21 members added, matmul ≈ 310 GFLOP/s): T2-3

@@ -5,7 +5,7 @@ the device computes bf16 natively (`native_bf16`: a CUDA GPU with bf16, or a CPU
 bf16 matmuls run 2-5x faster than fp32; on a CPU without them PyTorch emulates bf16, ~100x slower), else fp32.
 `resolve_precision` turns it into "bf16" or "fp32" when the chapter builds its `TrainConfig`, so what a run did is
 in its config and its run key. A chapter asks for it only where its verdicts at that scale were measured equal at
-both precisions on one machine: `benchmarks/bf16_claims.py` writes the record, `gate_problems` holds a preset to it
+both precisions on one machine: `benchmarks/bf16_claims.py` writes the record, `design_problems` holds a design to it
 (tests/test_bf16_gate.py). No run imports this module: where the choice is made is not code a run executes.
 """
 from __future__ import annotations
@@ -106,17 +106,11 @@ def design_digest(preset: Any) -> str:
     return stable_hash(preset.to_dict() if hasattr(preset, "to_dict") else dataclasses.asdict(preset))
 
 
-def gate_problems(chapter: str, preset: Any, record: dict | None) -> list[str]:
-    """Why `preset` (chapter `chapter`'s, at one scale) may not take bf16 where native: [] when it does not ask for
-    it, or when `record` (benchmarks/records/bf16_claims.json's entry for the chapter at that scale) measured this very design
-    (`design_digest`) at both precisions on a CPU with native bf16 and found every claim's verdict equal."""
-    return design_problems(chapter, uses_native_bf16(preset), design_digest(preset), record)
-
-
 def design_problems(chapter: str, uses: bool, design: str, record: dict | None) -> list[str]:
-    """`gate_problems` for any design (`nhtlib.chapters.base.Chapter.bf16_design`, so that a chapter that reads
-    another's bf16 runs is gated too): `uses`, whether what the chapter trains or reads depends on native bf16;
-    `design`, that design's digest, which the record must hold."""
+    """Why a chapter's design (`nhtlib.chapters.base.Chapter.bf16_design`: its preset's, or the runs it reads) may
+    not take bf16 where native: [] when it does not depend on it (`uses` false), or when `record`
+    (benchmarks/records/bf16_claims.json's entry for the chapter at that scale) measured this very design (`design`,
+    its digest) at both precisions on a CPU with native bf16 and found every claim's verdict equal."""
     if not uses:
         return []
     if not record:
