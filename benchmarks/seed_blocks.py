@@ -4,6 +4,7 @@ Result (benchmarks/records/seed_blocks.json): per chapter, the claims whose verd
 seeds (first seed 0: results/<scale>/<chapter>/) and another block (first seed S: results/<scale>/seed-S/<chapter>/,
 what ``nht-book run CHAPTER -p scale cpu -p seed S`` writes), and the flips between "reproduced" and "not
 reproduced" (a defect of the design or of the rule: the issue's bar is none, and <= 5 % of verdicts differing).
+The Scoreboard shows the record (`nhtlib.report.stability`, which also makes each entry: `block_entry`).
 The two blocks must share no seed (`shared_seeds`): a chapter with more seeds somewhere than the block's offset
 needs a later block (``--seed 20``).
 Hardware: none of its own; it reads claims tables (``--run`` trains the missing block through the chapter runner
@@ -25,12 +26,10 @@ import pandas as pd
 
 from nhtlib.engine.native_bf16 import native_bf16
 from nhtlib.paths import repo_root, results_root
-from nhtlib.report.claims import verdict_changes
 from nhtlib.report.provenance import cpu_model
-from nhtlib.report.verdicts import NOT_REPRODUCED, PARTLY, REPRODUCED
+from nhtlib.report.stability import RECORD_NAME, block_entry, read_record
 
-RECORD = Path(__file__).resolve().parent / "records" / "seed_blocks.json"
-DECIDED = (REPRODUCED, PARTLY, NOT_REPRODUCED)
+RECORD = Path(__file__).resolve().parent / "records" / RECORD_NAME
 
 
 def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None:
@@ -52,12 +51,6 @@ def shared_seeds(chapter: str, scale: str, seed: int) -> list[int]:
     return sorted(seeds(0) & seeds(seed))
 
 
-def decided_share(table: pd.DataFrame) -> tuple[int, int]:
-    """(decided, with runs): the claims reproduced / partly / not reproduced, and those not "not testable here"."""
-    tested = table[table.verdict != "not testable here"]
-    return int(tested.verdict.isin(DECIDED).sum()), len(tested)
-
-
 def main(argv: list[str] | None = None) -> int:
     from nhtlib.chapters import CHAPTERS
 
@@ -69,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", type=Path, default=RECORD)
     args = parser.parse_args(argv)
     chapters = args.chapters or [c for c in CHAPTERS if CHAPTERS[c].claims]
-    record = json.loads(args.record.read_text()) if args.record.exists() else {}
+    record = read_record(args.record)
     flips = 0
     for chapter in chapters:
         shared = shared_seeds(chapter, args.scale, args.seed)
@@ -82,26 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         if a is None or b is None:
             print(f"{chapter}: no claims table at seed {'0' if a is None else args.seed}: skipped")
             continue
-        changes = verdict_changes(a, b)
-        diff = changes[changes.differs].drop(columns="differs").rename(
-            columns={"verdict a": "block 0", "ours a": "ours 0", "verdict b": "block S", "ours b": "ours S"})
-        flips += int(diff.flip.sum())
-        (d0, n0), (ds, ns) = decided_share(a), decided_share(b)
-        print(f"{chapter}: {len(diff)} of {len(a)} verdicts differ ({int(diff.flip.sum())} flips); decided "
-              f"{d0}/{n0} at seed 0, {ds}/{ns} at seed {args.seed}")
-        if len(diff):
-            with pd.option_context("display.width", 220, "display.max_colwidth", 50):
-                print(diff.to_string(index=False))
         # the design both blocks ran or read (`Chapter.bf16_design`): a record of another design is stale; and what
         # they trained at here: a design asking for bf16-if-native ran bf16 on a CPU that has it
         uses, design = CHAPTERS[chapter].bf16_design(args.scale)
-        bf16 = uses and native_bf16("cpu")
         # this machine's CPU, which trained the blocks when they ran here: fp32 verdicts move between CPU models too
-        record[chapter] = {"scale": args.scale, "design": design, "bf16": bf16, "cpu": cpu_model(),
-                           "seeds": [0, args.seed],
-                           "claims": len(a),
-                           "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]],
-                           "date": datetime.date.today().isoformat()}
+        entry = block_entry(a, b, scale=args.scale, seed=args.seed, design=design,
+                            bf16=uses and native_bf16("cpu"), cpu=cpu_model(), date=datetime.date.today().isoformat())
+        diff, n_flips = pd.DataFrame(entry["differ"]), sum(d["flip"] for d in entry["differ"])
+        flips += n_flips
+        (d0, n0), (ds, ns) = entry["decided"]
+        print(f"{chapter}: {len(diff)} of {len(a)} verdicts differ ({n_flips} flips); decided {d0}/{n0} at seed 0, "
+              f"{ds}/{ns} at seed {args.seed}")
+        if len(diff):
+            with pd.option_context("display.width", 220, "display.max_colwidth", 50):
+                print(diff.to_string(index=False))
+        record[chapter] = entry
     args.record.parent.mkdir(parents=True, exist_ok=True)
     args.record.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str) + "\n")
     return 1 if flips else 0

@@ -8,7 +8,8 @@ The layers, from the ground up (`import nhtlib as nht`; every name below is impo
   run cache, the compute planner. Only this code (with the data, models and the metrics it logs) keys a run;
 * `nht.analysis` — pure functions on logged tables and features: norms, regimes, the delay law, separation, the
   forecaster, model-side metrics (`nht.metrics`) and one statistics module (`nht.statistics`);
-* `nht.report` — claims and verdict rules, NHT's predictions P1–P6, tables, plots, provenance;
+* `nht.report` — claims and verdict rules, NHT's predictions P1–P6, the verdicts' stability across seed blocks,
+  tables, plots, provenance;
 * `nht.chapters` — one module per chapter page, registered in `nht.chapters.CHAPTERS`;
 * `nht.cli` — the commands (`python -m nhtlib build | run | list | plan`).
 
@@ -26,7 +27,7 @@ _NAMES = {
                                                    "generalisation")},
     "norms": "nhtlib.analysis.metrics.norms",
     **{name: f"nhtlib.report.{name}" for name in ("verdicts", "predictions", "claims", "tables", "plots",
-                                                 "provenance", "manifest", "exports")},
+                                                 "provenance", "manifest", "exports", "stability")},
     "RunCache": "nhtlib.engine.cache:RunCache",
     "Claims": "nhtlib.report.claims:Claims",
     **{name: f"nhtlib.config:{name}" for name in ("ChapterParams", "TrainConfig", "resolve_device", "resolve_scale")},

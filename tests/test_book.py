@@ -203,6 +203,13 @@ def test_scoreboard_ran_after_the_chapters(built_book):
             f"the scoreboard was executed before chapter {name} (Sphinx read order, see book/_ext/nht_read_order.py)"
 
 
+def test_scoreboard_says_whether_the_verdicts_survive_another_block_of_seeds(built_book):
+    # the book is built at smoke scale, where no seed-block record exists: the section says so instead of a table
+    board = re.sub(r"<[^>]+>", " ", (_html(built_book) / "book" / "scoreboard.html").read_text())
+    assert "Do the verdicts survive another block of seeds?" in board
+    assert "No chapter has a seed-block record at this scale." in board
+
+
 # (e) the built pages in a real browser -----------------------------------------------------------------------
 
 def _chromium() -> str:

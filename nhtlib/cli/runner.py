@@ -57,6 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
+from unittest import mock
 
 from nhtlib.config import SCALES, ConfigError
 from nhtlib.paths import (CHAPTER_OUT_ENV, __version__, atomic_write_bytes, final_chapter_dir, git_commit,
@@ -197,18 +198,10 @@ def _seed_of(parameters: dict[str, Any], declared: dict[str, dict[str, Any]]) ->
         return None
 
 
-@contextlib.contextmanager
-def _chapter_out(folder: Path) -> Iterator[None]:
-    """Set $NHT_CHAPTER_OUT for the kernel papermill starts (it inherits os.environ; not thread-safe)."""
-    before = os.environ.get(CHAPTER_OUT_ENV)
-    os.environ[CHAPTER_OUT_ENV] = str(folder)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(CHAPTER_OUT_ENV, None)
-        else:
-            os.environ[CHAPTER_OUT_ENV] = before
+def _chapter_out(folder: Path):
+    """$NHT_CHAPTER_OUT set for the kernel papermill starts (it inherits os.environ; not thread-safe), as it was
+    after (unset too): a context manager."""
+    return mock.patch.dict(os.environ, {CHAPTER_OUT_ENV: str(folder)})
 
 
 @contextlib.contextmanager

@@ -1,0 +1,124 @@
+"""nhtlib.report.stability: the seed-block comparison and the Scoreboard's reading of its record, on claims tables
+whose answers are known, and the committed record's own consistency."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from nhtlib.chapters import CHAPTERS
+from nhtlib.report import stability
+from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
+
+
+def table(**verdicts: str) -> pd.DataFrame:
+    """A claims table: claim id -> verdict, its estimate naming both."""
+    return pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values()),
+                         "ours": [f"{cid}: {v}" for cid, v in verdicts.items()]})
+
+
+BLOCK_0 = table(A=REPRODUCED, B=REPRODUCED, C=INCONCLUSIVE, D=PARTLY, E=NOT_TESTABLE, F=NOT_REPRODUCED)
+BLOCK_10 = table(A=REPRODUCED, B=NOT_REPRODUCED, C=REPRODUCED, D=PARTLY, E=NOT_TESTABLE, F=INCONCLUSIVE)
+
+
+def test_decided_share_counts_decisions_among_the_claims_with_runs():
+    assert stability.decided_share(BLOCK_0) == (4, 5)  # A B D F of A B C D F; E is not testable here
+    assert stability.decided_share(BLOCK_10) == (4, 5)  # A B C D
+    assert stability.decided_share(table(A=INCONCLUSIVE, B=NOT_TESTABLE)) == (0, 1)
+
+
+def test_block_differences_names_each_changed_verdict_and_only_a_decision_reversed_flips():
+    diff = stability.block_differences(BLOCK_0, BLOCK_10)
+    assert list(diff.id) == ["B", "C", "F"]
+    assert list(diff.flip) == [True, False, False]
+    row = diff.set_index("id").loc["C"]
+    assert (row["block 0"], row["block S"], row["ours 0"], row["ours S"]) == (
+        INCONCLUSIVE, REPRODUCED, "C: inconclusive", "C: reproduced")
+    assert stability.block_differences(BLOCK_0, BLOCK_0).empty
+
+
+def test_a_claim_in_one_block_only_differs():
+    diff = stability.block_differences(table(A=REPRODUCED), table(A=REPRODUCED, G=INCONCLUSIVE))
+    assert list(diff.id) == ["G"] and diff.iloc[0]["block 0"] == "missing"
+
+
+def entry(design="abc", differ_from=BLOCK_10, **about):
+    return stability.block_entry(BLOCK_0, differ_from, scale="cpu", seed=10, design=design, **about)
+
+
+def test_block_entry_holds_what_the_scoreboard_reads():
+    e = entry(cpu="Some CPU", date="2026-12-06")
+    assert e["seeds"] == [0, 10] and e["claims"] == 6 and e["decided"] == [[4, 5], [4, 5]]
+    assert [d["id"] for d in e["differ"]] == ["B", "C", "F"] and e["cpu"] == "Some CPU"
+    json.dumps(e)  # the record is JSON: no numpy scalars left in it
+
+
+def test_stability_table_counts_per_chapter_and_for_the_book_and_says_whose_design_it_measured():
+    record = {"ch1": entry(design="abc"), "ch2": entry(design="old", differ_from=BLOCK_0),
+              "ch3": entry(design=None), "other scale": {**entry(), "scale": "paper"}}
+    t = stability.stability_table(record, "cpu", ["ch2", "ch1", "ch3", "other scale", "never run"],
+                                  current_design=lambda c: "abc" if c == "ch1" else "new")
+    assert list(t.chapter) == ["ch2", "ch1", "ch3", "book"]
+    by = t.set_index("chapter")
+    assert list(by["differ"]) == [0, 3, 3, 6] and list(by["flips"]) == [0, 1, 1, 2]
+    assert list(by["claims"]) == [6, 6, 6, 18]
+    assert list(by["design"][:3]) == [stability.EARLIER, stability.CURRENT, stability.NOT_RECORDED]
+    assert by.loc["ch1", "decided, block 0"] == "4/5" and by.loc["ch1", "blocks"] == "0 vs 10"
+
+
+def test_share_line_holds_the_bar():
+    outside = stability.stability_table({"c": entry()}, "cpu")
+    assert "3 of 6 verdicts (50%) differ" in stability.share_line(outside)
+    assert "outside the book's bar" in stability.share_line(outside)
+    quiet = stability.stability_table({"c": stability.block_entry(BLOCK_0, BLOCK_0, scale="cpu", seed=10,
+                                                                  design="x")}, "cpu")
+    assert "0 of 6" in stability.share_line(quiet) and "within the book's bar" in stability.share_line(quiet)
+    assert "none flips" in stability.share_line(quiet)
+    # 1 of 20 differing is within 5 %, but a flip is outside whatever the share
+    flipped = table(**{f"k{i}": REPRODUCED for i in range(20)})
+    reversed_ = flipped.copy()
+    reversed_.loc[0, "verdict"] = NOT_REPRODUCED
+    t = stability.stability_table({"c": stability.block_entry(flipped, reversed_, scale="cpu", seed=10,
+                                                              design="x")}, "cpu")
+    assert "1 of 20 verdicts (5%)" in stability.share_line(t) and "outside" in stability.share_line(t)
+    assert stability.share_line(stability.stability_table({}, "cpu")).startswith("No chapter")
+
+
+def test_differences_markdown_lists_each_change_escaped_with_flips_marked():
+    hostile = table(**{"X": REPRODUCED})
+    hostile.loc[0, "ours"] = "<b>0.5 [0, 1]</b>"
+    other = table(X=INCONCLUSIVE)
+    record = {"ch": stability.block_entry(hostile, other, scale="cpu", seed=10, design="d"), "ch0": entry()}
+    text = stability.differences_markdown(record, "cpu", {"ch": "A *title*"}, {})
+    assert "<b>" not in text and "\\<b\\>" in text and "A \\*title\\*" in text
+    assert "at seeds 10–…" in text and "1 of 1" in text
+    assert text.count("(**a flip**)") == 1  # ch0's B
+    assert stability.differences_markdown({"c": stability.block_entry(BLOCK_0, BLOCK_0, scale="cpu", seed=10,
+                                                                      design="d")}, "cpu", {}) \
+        == "No verdict differs between the blocks."
+
+
+def test_read_record_of_a_missing_file_is_empty(tmp_path):
+    assert stability.read_record(tmp_path / "absent.json") == {}
+
+
+def test_the_committed_record_is_consistent():
+    record = stability.read_record()
+    assert record, "benchmarks/records/seed_blocks.json is missing"
+    for chapter, e in record.items():
+        assert chapter in CHAPTERS, chapter
+        first, other = e["seeds"]
+        assert first == 0 and other > 0
+        assert len(e["differ"]) <= e["claims"]
+        for (decided, tested) in e["decided"]:
+            assert 0 <= decided <= tested <= e["claims"]
+        for d in e["differ"]:
+            assert d["block 0"] != d["block S"]
+            assert d["flip"] == ({d["block 0"], d["block S"]} == {REPRODUCED, NOT_REPRODUCED})
+
+
+@pytest.mark.parametrize("chapter", sorted(stability.read_record()))
+def test_the_scoreboard_can_read_each_chapters_design(chapter):
+    # the Scoreboard asks every chapter with an entry for its current design's digest
+    assert isinstance(CHAPTERS[chapter].bf16_design("cpu")[1], str)
