@@ -1,8 +1,8 @@
 """How fast is bf16 on this CPU? Member-steps/s of the book's training step at precision "fp32" and "bf16"
-(`TrainConfig.precision`) for four workloads, with the machine's plain fp32 (and bf16) matmul GFLOP/s measured in
+(`TrainConfig.precision`) for six workloads, with the machine's plain fp32 (and bf16) matmul GFLOP/s measured in
 the same run.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py            # all four, about a minute
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py            # all six, about a minute
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/bench_precision.py --only transformer --steps-scale 3
 
 Workloads (K members batched, as the chapters train them):
@@ -15,12 +15,12 @@ Workloads (K members batched, as the chapters train them):
   does not depend on the pixels, and no data set has to be on disk);
 * VGG-16 with BatchNorm and ResNet18 (chapter 5's CIFAR runs at cpu scale): width 1/8, 16 x 16 RGB inputs,
   batch 128, K = 3 (random images, as above). Measured (AMD EPYC with AVX512-BF16, 2 threads, fp32 matmul
-  191-197 GFLOP/s, bf16 437): 0.97x and 1.00x, 44.0 / 26.6 member-steps/s at fp32: these narrow nets gain
-  nothing, so chapter 5 stays fp32.
+  191-197 GFLOP/s, bf16 437, best of 2): 0.97x and 1.00x, 44.0 / 26.6 member-steps/s at fp32 (a later single
+  timing of ResNet18: 1.08x): these narrow nets gain at most a few per cent, so chapter 5 stays fp32.
 
 Every timing runs the training step of `nhtlib.engine.train` (batch sampler, select, forward under the precision's
-autocast, fp32 member loss, backward, batched AdamW), without logging, for the workload's steps or at most
---max-seconds (so a loaded machine does not stretch the run). "fp32" is also what "tf32" runs on a CPU. Read the
+autocast, fp32 member loss, backward, the batched optimiser: AdamW, SGD for chapter 5's nets), without logging, for
+the workload's steps or at most --max-seconds (so a loaded machine does not stretch the run). "fp32" is also what "tf32" runs on a CPU. Read the
 ratios (bf16 / fp32), not the absolute numbers: on a shared machine the numbers scale with whatever CPU time the
 other processes leave. bf16 can only be fast on a CPU whose matmuls have bf16 hardware support (AVX512-BF16, AMX);
 elsewhere expect it to be slower than fp32.
@@ -60,7 +60,8 @@ def random_images(seeds: list[int], n: int = 512, side: int = 16, n_classes: int
     return Dataset({"train": Split(x, torch.randint(0, n_classes, (n,), generator=g))}, n_classes=n_classes)
 
 
-WORKLOAD_KEYS = ("toy", "stand-in", "transformer", "cnn", "vgg", "resnet")  # --only's names, in the order `workloads` gives them
+# --only's names, in the order `workloads` gives them
+WORKLOAD_KEYS = ("toy", "stand-in", "transformer", "cnn", "vgg", "resnet")
 
 
 def workloads(steps_scale: float) -> list[Workload]:
