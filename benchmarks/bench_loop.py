@@ -13,9 +13,11 @@ Hardware: this CPU (its fp32 matmul rate is printed before and after). n: one ti
 Measured (AMD EPYC, 2 threads, fp32 matmul 174-193 GFLOP/s; issue 27, part 12), ms a step, planner / bare loop /
 train: chapter 5's VGG-16 ± BN (K = 6, 60 steps) 106.8 / 84.5 / 113.6 and 106.0 / 119.6 / 130.0; chapter 2's NSDL
 batch (K = 26, bf16) 173.4 / 169.1 / 212.9 at 40 steps, then 252.1 / 172.2 / 172.6 at 120 steps. The loop adds
-nothing measurable to its step (the 1.23x at 40 steps did not come back at 120); the planner's few-step sample is
-what moves, by up to ±40 % between two calls on this machine, so a chapter's plan can miss its measured time by
-that much either way (chapter 5 took 1,063 s against a plan of 10.4 min in this session).
+nothing measurable to its step (the 1.23x at 40 steps did not come back at 120). What moves is the machine: the
+same step took 150-252 ms (NSDL) and 70-120 ms (VGG) at different moments of one session, while six planner samples
+taken back to back agreed within 10 % (NSDL 150-165 ms, VGG 70-78 ms). So a chapter's plan here can miss its
+measured time by that much either way (chapter 5 took 1,063 s against a plan of 10.4 min in this session), and
+timing more steps would not steady it.
 """
 from __future__ import annotations
 
