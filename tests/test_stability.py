@@ -13,9 +13,10 @@ from nhtlib.report.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTABLE, P
 
 
 def table(**verdicts: str) -> pd.DataFrame:
-    """A claims table: claim id -> verdict, its estimate naming both."""
+    """A claims table: claim id -> verdict, its estimate naming both, and a rule in words per claim."""
     return pd.DataFrame({"id": list(verdicts), "verdict": list(verdicts.values()),
-                         "ours": [f"{cid}: {v}" for cid, v in verdicts.items()]})
+                         "ours": [f"{cid}: {v}" for cid, v in verdicts.items()],
+                         "rule": [f"reproduced if {cid} lies above 0.5" for cid in verdicts]})
 
 
 BLOCK_0 = table(A=REPRODUCED, B=REPRODUCED, C=INCONCLUSIVE, D=PARTLY, E=NOT_TESTABLE, F=NOT_REPRODUCED)
@@ -108,6 +109,7 @@ def test_the_committed_record_is_consistent():
     assert record, "benchmarks/records/seed_blocks.json is missing"
     for chapter, e in record.items():
         assert chapter in CHAPTERS, chapter
+        assert e.get("design") and e.get("rules"), f"{chapter}: the entry names no design or no rules"
         first, other = e["seeds"]
         assert first == 0 and other > 0
         assert len(e["differ"]) <= e["claims"]
@@ -122,3 +124,25 @@ def test_the_committed_record_is_consistent():
 def test_the_scoreboard_can_read_each_chapters_design(chapter):
     # the Scoreboard asks every chapter with an entry for its current design's digest
     assert isinstance(CHAPTERS[chapter].bf16_design("cpu")[1], str)
+
+
+def test_rules_digest_follows_the_rules_not_the_verdicts_nor_the_row_order():
+    assert stability.rules_digest(BLOCK_0) == stability.rules_digest(BLOCK_10)  # same rules, other verdicts
+    assert stability.rules_digest(BLOCK_0) == stability.rules_digest(BLOCK_0.iloc[::-1])
+    edited = BLOCK_0.copy()
+    edited.loc[0, "rule"] = "reproduced if A lies above 0.6"
+    assert stability.rules_digest(edited) != stability.rules_digest(BLOCK_0)
+
+
+def test_an_entry_judged_by_other_rules_is_not_current():
+    record = {"same": entry(design="abc"), "old rules": stability.block_entry(
+        BLOCK_0.assign(rule="an older rule"), BLOCK_10, scale="cpu", seed=10, design="abc"),
+        "before rules were recorded": {k: v for k, v in entry(design="abc").items() if k != "rules"}}
+    t = stability.stability_table(record, "cpu", current_design=lambda c: "abc",
+                                  current_rules=lambda c: stability.rules_digest(BLOCK_0)).set_index("chapter")
+    assert t.loc["same", "design"] == stability.CURRENT
+    assert t.loc["old rules", "design"] == stability.EARLIER_RULES
+    assert t.loc["before rules were recorded", "design"] == stability.NOT_RECORDED
+    # a chapter whose claims are not shown now is not compared on its rules; an earlier design says so first
+    assert stability.design_state(record["old rules"], "abc", None) == stability.CURRENT
+    assert stability.design_state(record["old rules"], "new", stability.rules_digest(BLOCK_0)) == stability.EARLIER

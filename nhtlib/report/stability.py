@@ -7,9 +7,9 @@ not reproduced) and "inconclusive" sits near its rule's bound: another block of 
 a reader should hold it loosely. One that flips between reproduced and not reproduced is a defect of the design or of
 the rule (issue 27's bar: no flip, and at most 5 % of the verdicts differing).
 
-A record entry says which design its blocks ran (`Chapter.bf16_design`'s digest), on which CPU and when; an entry
-of another design than the chapter's current one is shown as such, not as today's stability. Rules are not in that
-digest: an entry written before a rule changed compares verdicts of the old rule (its date says when).
+A record entry says which design its blocks ran (`Chapter.bf16_design`'s digest) and by which rules they were judged
+(`rules_digest`: each claim's rule in words), on which CPU and when; an entry of another design, or of other rules,
+than the chapter's current ones is shown as such, not as today's stability.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from nhtlib.config import stable_hash
 from nhtlib.paths import repo_root
 from nhtlib.report.claims import claim_link, markdown_text, verdict_changes
 from nhtlib.report.verdicts import NOT_REPRODUCED, NOT_TESTABLE, PARTLY, REPRODUCED
@@ -27,8 +28,8 @@ RECORD_NAME = "seed_blocks.json"  # in benchmarks/records/, next to the other me
 DECIDED = (REPRODUCED, PARTLY, NOT_REPRODUCED)
 BAR_SHARE = 0.05  # issue 27: at most 5 % of the verdicts may differ between the blocks, and none may flip
 
-# a record entry's design against the chapter's current one
-CURRENT, EARLIER, NOT_RECORDED = "current", "an earlier design", "not recorded"
+# a record entry's design and rules against the chapter's current ones
+CURRENT, EARLIER, EARLIER_RULES, NOT_RECORDED = "current", "an earlier design", "earlier rules", "not recorded"
 
 
 def record_path() -> Path | None:
@@ -59,28 +60,42 @@ def block_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
+def rules_digest(table: pd.DataFrame) -> str:
+    """A digest of the rules a claims table was judged by: each claim's id and its rule in words (the rule's text
+    does not depend on the runs, so both blocks of a chapter give the same digest)."""
+    rules = table["rule"] if "rule" in table else pd.Series("", index=table.index)
+    return stable_hash(sorted([str(cid), str(rule)] for cid, rule in zip(table["id"], rules)))
+
+
 def block_entry(a: pd.DataFrame, b: pd.DataFrame, *, scale: str, seed: int, design: str | None, **about) -> dict:
     """One chapter's record entry from its claims tables at block 0 (`a`) and block `seed` (`b`): the claims
-    compared, those that differ (with both verdicts and estimates), and the decided share at each block; `about`
-    adds what the blocks ran on (bf16, cpu, date)."""
+    compared, those that differ (with both verdicts and estimates), the decided share at each block and the rules
+    they were judged by (`rules_digest` of `a`); `about` adds what the blocks ran on (bf16, cpu, date)."""
     diff = block_differences(a, b)
     (d0, n0), (ds, ns) = decided_share(a), decided_share(b)
-    return {"scale": scale, "design": design, **about, "seeds": [0, seed], "claims": len(a),
-            "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]]}
+    return {"scale": scale, "design": design, "rules": rules_digest(a), **about, "seeds": [0, seed],
+            "claims": len(a), "differ": diff.to_dict(orient="records"), "decided": [[d0, n0], [ds, ns]]}
 
 
-def design_state(entry: Mapping, current: str | None) -> str:
-    """Whether a record entry measured the chapter's `current` design digest (`Chapter.bf16_design`)."""
+def design_state(entry: Mapping, current: str | None, current_rules: str | None = None) -> str:
+    """Whether a record entry measured the chapter's `current` design digest (`Chapter.bf16_design`) and judged it
+    by its `current_rules` (`rules_digest` of the claims shown now; None: not compared)."""
     if not entry.get("design") or current is None:
         return NOT_RECORDED
-    return CURRENT if entry["design"] == current else EARLIER
+    if entry["design"] != current:
+        return EARLIER
+    if current_rules is not None and entry.get("rules") != current_rules:
+        return EARLIER_RULES if entry.get("rules") else NOT_RECORDED
+    return CURRENT
 
 
 def stability_table(record: Mapping, scale: str, chapters: list[str] | None = None,
-                    current_design: Callable[[str], str | None] | None = None) -> pd.DataFrame:
+                    current_design: Callable[[str], str | None] | None = None,
+                    current_rules: Callable[[str], str | None] | None = None) -> pd.DataFrame:
     """One row per chapter with an entry at `scale` (in `chapters`' order when given): the two blocks' first seeds,
-    the claims compared, how many differ and flip, the decided share at each block, the record's design against the
-    chapter's current one (`current_design`: chapter -> digest), its CPU and date; then a total row."""
+    the claims compared, how many differ and flip, the decided share at each block, the record's design and rules
+    against the chapter's current ones (`current_design`: chapter -> digest; `current_rules`: chapter ->
+    `rules_digest`, or None where it is not compared), its CPU and date; then a total row."""
     rows = []
     for chapter in chapters if chapters is not None else list(record):
         entry = record.get(chapter)
@@ -92,7 +107,8 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
         rows.append({"chapter": chapter, "blocks": f"{first} vs {other}", "claims": entry["claims"],
                      "differ": len(differ), "flips": sum(bool(d.get("flip")) for d in differ),
                      "decided, block 0": f"{d0}/{n0}", "decided, other block": f"{ds}/{ns}",
-                     "design": design_state(entry, current_design(chapter) if current_design else None),
+                     "design": design_state(entry, current_design(chapter) if current_design else None,
+                                            current_rules(chapter) if current_rules else None),
                      "cpu": entry.get("cpu", "not recorded"), "date": entry.get("date", "")})
     table = pd.DataFrame(rows, columns=["chapter", "blocks", "claims", "differ", "flips", "decided, block 0",
                                         "decided, other block", "design", "cpu", "date"])
