@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from nhtlib.engine.native_bf16 import native_bf16
-from nhtlib.paths import repo_root, results_root
+from nhtlib.paths import final_chapter_dir, repo_root
 from nhtlib.report.provenance import cpu_model
 from nhtlib.report.stability import RECORD_NAME, block_entry, read_record
 
@@ -33,9 +33,9 @@ RECORD = Path(__file__).resolve().parent / "records" / RECORD_NAME
 
 
 def claims_table(scale: str, chapter: str, seed: int = 0) -> pd.DataFrame | None:
-    """The claims table of `chapter` at `scale` from the block of seeds starting at `seed` (None: not run)."""
-    folder = results_root() / scale / (chapter if seed == 0 else f"seed-{seed}/{chapter}")
-    path = folder / "claims.csv"
+    """The claims table of `chapter` at `scale` from the block of seeds starting at `seed` (None: not run): where the
+    runner puts that block's results (`paths.final_chapter_dir`)."""
+    path = final_chapter_dir(chapter, scale, seed) / "claims.csv"
     return pd.read_csv(path) if path.exists() else None
 
 

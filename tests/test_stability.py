@@ -138,11 +138,14 @@ def test_an_entry_judged_by_other_rules_is_not_current():
     record = {"same": entry(design="abc"), "old rules": stability.block_entry(
         BLOCK_0.assign(rule="an older rule"), BLOCK_10, scale="cpu", seed=10, design="abc"),
         "before rules were recorded": {k: v for k, v in entry(design="abc").items() if k != "rules"}}
-    t = stability.stability_table(record, "cpu", current_design=lambda c: "abc",
-                                  current_rules=lambda c: stability.rules_digest(BLOCK_0)).set_index("chapter")
+    shown = pd.concat([BLOCK_0.assign(chapter=c) for c in record])  # every chapter's claims shown now: BLOCK_0's
+    t = stability.stability_table(record, "cpu", current_design=lambda c: "abc", shown=shown).set_index("chapter")
     assert t.loc["same", "design"] == stability.CURRENT
     assert t.loc["old rules", "design"] == stability.EARLIER_RULES
     assert t.loc["before rules were recorded", "design"] == stability.NOT_RECORDED
     # a chapter whose claims are not shown now is not compared on its rules; an earlier design says so first
     assert stability.design_state(record["old rules"], "abc", None) == stability.CURRENT
+    elsewhere = stability.stability_table(record, "cpu", current_design=lambda c: "abc",
+                                          shown=shown[shown.chapter == "same"]).set_index("chapter")
+    assert elsewhere.loc["old rules", "design"] == stability.CURRENT
     assert stability.design_state(record["old rules"], "new", stability.rules_digest(BLOCK_0)) == stability.EARLIER

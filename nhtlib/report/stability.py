@@ -91,11 +91,17 @@ def design_state(entry: Mapping, current: str | None, current_rules: str | None 
 
 def stability_table(record: Mapping, scale: str, chapters: list[str] | None = None,
                     current_design: Callable[[str], str | None] | None = None,
-                    current_rules: Callable[[str], str | None] | None = None) -> pd.DataFrame:
+                    shown: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per chapter with an entry at `scale` (in `chapters`' order when given): the two blocks' first seeds,
     the claims compared, how many differ and flip, the decided share at each block, the record's design and rules
-    against the chapter's current ones (`current_design`: chapter -> digest; `current_rules`: chapter ->
-    `rules_digest`, or None where it is not compared), its CPU and date; then a total row."""
+    against the chapter's current ones (`current_design`: chapter -> digest; `shown`: the claims shown now, e.g. the
+    Scoreboard's frame, whose rows of the chapter give its current `rules_digest`; a chapter without rows there is
+    not compared on its rules), its CPU and date; then a total row."""
+
+    def current_rules(chapter: str) -> str | None:
+        rows = shown[shown.chapter == chapter] if shown is not None else ()
+        return rules_digest(rows) if len(rows) else None
+
     rows = []
     for chapter in chapters if chapters is not None else list(record):
         entry = record.get(chapter)
@@ -108,7 +114,7 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
                      "differ": len(differ), "flips": sum(bool(d.get("flip")) for d in differ),
                      "decided, block 0": f"{d0}/{n0}", "decided, other block": f"{ds}/{ns}",
                      "design": design_state(entry, current_design(chapter) if current_design else None,
-                                            current_rules(chapter) if current_rules else None),
+                                            current_rules(chapter)),
                      "cpu": entry.get("cpu", "not recorded"), "date": entry.get("date", "")})
     table = pd.DataFrame(rows, columns=["chapter", "blocks", "claims", "differ", "flips", "decided, block 0",
                                         "decided, other block", "design", "cpu", "date"])
