@@ -44,11 +44,26 @@ def test_presets_reject_bad_values():
     with pytest.raises(ConfigError):
         cpu.replace(lambdas=(1.0, 0.1))
     with pytest.raises(ConfigError):
-        cpu.replace(lambdas=(0.01, 1.0))  # λ = 0.1 is needed by Experiment B and the ablation
+        cpu.replace(lambdas=(0.01, 1.0))  # λ = 0.1 is needed by T2-5
     with pytest.raises(ConfigError):
         cpu.replace(seeds=0)
     with pytest.raises(ConfigError):
         cpu.replace(rho_lambda=0.2)  # Experiment B's ρ = 0.95 cell is read from A: its λ must be on A's grid
+    with pytest.raises(ConfigError):
+        cpu.replace(ablation_lambda=-1.0)
+
+
+@pytest.mark.parametrize("scale", list(borders.PRESETS))
+def test_the_ablation_runs_at_experiment_bs_decay_budget(scale):
+    # Catches: an ablation shorter than Experiment A left at B's λ (at cpu scale λ = 0.1 over 6 epochs had a decay
+    # budget 55x below the paper's and no model's norm decayed), or a preset whose ablation λ drifts from the rule
+    # its comment states: λ × ablation epochs = rho_lambda × epochs (η and batch shared), the paper's 0.1 at 200 / 200
+    p = borders.PRESETS[scale]
+    assert p.ablation_lambda * p.ablation_epochs == pytest.approx(p.rho_lambda * p.epochs)
+    declared = {s.name: s for s in borders.sweeps(p, None)}
+    for name in borders.MODELS:
+        assert {c.train.weight_decay for c in declared[name].configs} == {p.ablation_lambda}
+    assert borders.PRESETS["paper"].ablation_lambda == borders.LAMBDA_B
 
 
 def test_experiment_b_runs_at_rho_lambda_and_reads_its_rho_095_cell_from_a(monkeypatch):
@@ -62,11 +77,11 @@ def test_experiment_b_runs_at_rho_lambda_and_reads_its_rho_095_cell_from_a(monke
         if rho != borders.RHO_A:
             assert {c.train.weight_decay for c in declared[borders.RHO_SWEEP.format(rho=rho)].configs} == {1.0}
     for name in borders.MODELS:
-        assert {c.train.weight_decay for c in declared[name].configs} == {borders.LAMBDA_B}
+        assert {c.train.weight_decay for c in declared[name].configs} == {preset.ablation_lambda}
 
     def load(sweep, preset, *, device, progress):  # every run's final clean accuracy tells its λ and ρ apart
         lams = preset.lambdas if sweep.name == borders.LAMBDA_SWEEP else (
-            (borders.LAMBDA_B,) if sweep.name in borders.MODELS else (preset.rho_lambda,))
+            (preset.ablation_lambda,) if sweep.name in borders.MODELS else (preset.rho_lambda,))
         return pd.DataFrame([{**r, "lam": lam, "seed": s, "clean_acc": lam / 10} for lam in lams for s in SEEDS
                              for r in _trajectory(preset.epochs * 3, True)])
 

@@ -63,18 +63,19 @@ def test_stability_table_counts_per_chapter_and_for_the_book_and_says_whose_desi
     assert list(t.chapter) == ["ch2", "ch1", "ch3", "book"]
     by = t.set_index("chapter")
     assert list(by["differ"]) == [0, 3, 3, 6] and list(by["flips"]) == [0, 1, 1, 2]
-    assert list(by["claims"]) == [6, 6, 6, 18]
+    assert list(by["claims"]) == [6, 6, 6, 18] and list(by["with runs"]) == [5, 5, 5, 15]
     assert list(by["design"][:3]) == [stability.EARLIER, stability.CURRENT, stability.NOT_RECORDED]
     assert by.loc["ch1", "decided, block 0"] == "4/5" and by.loc["ch1", "blocks"] == "0 vs 10"
 
 
 def test_share_line_holds_the_bar():
     outside = stability.stability_table({"c": entry()}, "cpu")
-    assert "3 of 6 verdicts (50%) differ" in stability.share_line(outside)
+    assert "3 of the 5 verdicts of claims with runs (60%) differ" in stability.share_line(outside)
+    assert "all 6 claims, the not testable included, that is 50%" in stability.share_line(outside)
     assert "outside the book's bar" in stability.share_line(outside)
     quiet = stability.stability_table({"c": stability.block_entry(BLOCK_0, BLOCK_0, scale="cpu", seed=10,
                                                                   design="x")}, "cpu")
-    assert "0 of 6" in stability.share_line(quiet) and "within the book's bar" in stability.share_line(quiet)
+    assert "0 of the 5" in stability.share_line(quiet) and "within the book's bar" in stability.share_line(quiet)
     assert "none flips" in stability.share_line(quiet)
     # 1 of 20 differing is within 5 %, but a flip is outside whatever the share
     flipped = table(**{f"k{i}": REPRODUCED for i in range(20)})
@@ -82,7 +83,14 @@ def test_share_line_holds_the_bar():
     reversed_.loc[0, "verdict"] = NOT_REPRODUCED
     t = stability.stability_table({"c": stability.block_entry(flipped, reversed_, scale="cpu", seed=10,
                                                               design="x")}, "cpu")
-    assert "1 of 20 verdicts (5%)" in stability.share_line(t) and "outside" in stability.share_line(t)
+    assert "1 of the 20 verdicts of claims with runs (5%)" in stability.share_line(t) and "outside" in stability.share_line(t)
+    # rows not testable here never move: they do not dilute the share (1 of 2 with runs, not 1 of 20)
+    diluted_0 = table(**{"a": REPRODUCED, "b": REPRODUCED, **{f"u{i}": NOT_TESTABLE for i in range(18)}})
+    diluted_s = diluted_0.copy()
+    diluted_s.loc[0, "verdict"] = INCONCLUSIVE
+    line = stability.share_line(stability.stability_table(
+        {"c": stability.block_entry(diluted_0, diluted_s, scale="cpu", seed=10, design="x")}, "cpu"))
+    assert "1 of the 2 verdicts of claims with runs (50%)" in line and "outside" in line and "that is 5%" in line
     assert stability.share_line(stability.stability_table({}, "cpu")).startswith("No chapter")
 
 

@@ -93,7 +93,8 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
                     current_design: Callable[[str], str | None] | None = None,
                     shown: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per chapter with an entry at `scale` (in `chapters`' order when given): the two blocks' first seeds,
-    the claims compared, how many differ and flip, the decided share at each block, the record's design and rules
+    the claims compared and those of them with runs (block 0's; a claim not testable here cannot move), how many
+    differ and flip, the decided share at each block, the record's design and rules
     against the chapter's current ones (`current_design`: chapter -> digest; `shown`: the claims shown now, e.g. the
     Scoreboard's frame, whose rows of the chapter give its current `rules_digest`; a chapter without rows there is
     not compared on its rules), its CPU and date; then a total row."""
@@ -111,32 +112,37 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
         (d0, n0), (ds, ns) = entry["decided"]
         differ = entry["differ"]
         rows.append({"chapter": chapter, "blocks": f"{first} vs {other}", "claims": entry["claims"],
-                     "differ": len(differ), "flips": sum(bool(d.get("flip")) for d in differ),
+                     "with runs": n0, "differ": len(differ), "flips": sum(bool(d.get("flip")) for d in differ),
                      "decided, block 0": f"{d0}/{n0}", "decided, other block": f"{ds}/{ns}",
                      "design": design_state(entry, current_design(chapter) if current_design else None,
                                             current_rules(chapter)),
                      "cpu": entry.get("cpu", "not recorded"), "date": entry.get("date", "")})
-    table = pd.DataFrame(rows, columns=["chapter", "blocks", "claims", "differ", "flips", "decided, block 0",
+    table = pd.DataFrame(rows, columns=["chapter", "blocks", "claims", "with runs", "differ", "flips",
+                                        "decided, block 0",
                                         "decided, other block", "design", "cpu", "date"])
     if rows:
         table.loc[len(table)] = {"chapter": "book", "blocks": "", "claims": int(table.claims.sum()),
-                                 "differ": int(table["differ"].sum()), "flips": int(table.flips.sum()),
+                                 "with runs": int(table["with runs"].sum()), "differ": int(table["differ"].sum()), "flips": int(table.flips.sum()),
                                  "decided, block 0": "", "decided, other block": "", "design": "", "cpu": "",
                                  "date": ""}
     return table
 
 
 def share_line(table: pd.DataFrame) -> str:
-    """The book's sentence on a `stability_table`: how many verdicts differ and flip, against the bar."""
+    """The book's sentence on a `stability_table`: how many verdicts differ and flip, against the bar. The share is
+    of the claims with runs: a claim not testable here has the same row at every block, so counting it would only
+    dilute the share (the count over every claim follows in brackets)."""
     if table.empty:
         return "No chapter has a seed-block record at this scale."
     total = table.iloc[-1]
-    share = total["differ"] / total["claims"] if total["claims"] else float("nan")
+    tested = total["with runs"]
+    share = total["differ"] / tested if tested else float("nan")
     bar = "within" if share <= BAR_SHARE and total["flips"] == 0 else "outside"
     flips = "none flips" if not total["flips"] else f"{total['flips']} flip"
-    return (f"**{total['differ']} of {total['claims']} verdicts ({share:.0%}) differ between the two blocks of seeds; "
-            f"{flips} between reproduced and not reproduced** — {bar} the book's bar (at most {BAR_SHARE:.0%} "
-            f"differing, no flip).")
+    return (f"**{total['differ']} of the {tested} verdicts of claims with runs ({share:.0%}) differ between the two "
+            f"blocks of seeds; {flips} between reproduced and not reproduced** — {bar} the book's bar (at most "
+            f"{BAR_SHARE:.0%} differing, no flip). Counted over all {total['claims']} claims, the not testable "
+            f"included, that is {total['differ'] / total['claims']:.0%}.")
 
 
 def differences_markdown(record: Mapping, scale: str, titles: Mapping[str, str],
