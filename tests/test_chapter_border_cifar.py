@@ -63,14 +63,14 @@ def test_the_ablation_runs_at_experiment_bs_decay_budget(scale):
     declared = {s.name: s for s in borders.sweeps(p, None)}
     for name in borders.MODELS:
         assert {c.train.weight_decay for c in declared[name].configs} == {p.ablation_lambda}
-    assert borders.PRESETS["paper"].ablation_lambda == borders.LAMBDA_B
 
 
 def test_experiment_b_runs_at_rho_lambda_and_reads_its_rho_095_cell_from_a(monkeypatch):
     # Catches: the ρ sweep trained at the paper's 0.1 whatever the preset says, the ρ = 0.95 cell read from A's
     # λ = 0.1 runs while the other ρ's ran at rho_lambda (a sweep mixing two λ's), the phase table labelling the ρ
     # sweep's runs λ = 0.1, the ablation moving with Experiment B.
-    assert borders.PRESETS["paper"].rho_lambda == borders.LAMBDA_B == 0.1  # the paper's protocol
+    paper = borders.PRESETS["paper"]
+    assert paper.rho_lambda == paper.ablation_lambda == borders.LAMBDA_B == 0.1  # the paper's protocol [ours: ablation]
     preset = borders.PRESETS["smoke"].replace(rho_lambda=1.0)
     declared = {s.name: s for s in borders.sweeps(preset, None)}
     for rho in preset.rhos:

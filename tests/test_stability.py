@@ -83,7 +83,8 @@ def test_share_line_holds_the_bar():
     reversed_.loc[0, "verdict"] = NOT_REPRODUCED
     t = stability.stability_table({"c": stability.block_entry(flipped, reversed_, scale="cpu", seed=10,
                                                               design="x")}, "cpu")
-    assert "1 of the 20 verdicts of claims with runs (5%)" in stability.share_line(t) and "outside" in stability.share_line(t)
+    line = stability.share_line(t)
+    assert "1 of the 20 verdicts of claims with runs (5%)" in line and "outside" in line
     # rows not testable here never move: they do not dilute the share (1 of 2 with runs, not 1 of 20)
     diluted_0 = table(**{"a": REPRODUCED, "b": REPRODUCED, **{f"u{i}": NOT_TESTABLE for i in range(18)}})
     diluted_s = diluted_0.copy()

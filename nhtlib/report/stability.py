@@ -94,10 +94,10 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
                     shown: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per chapter with an entry at `scale` (in `chapters`' order when given): the two blocks' first seeds,
     the claims compared and those of them with runs (block 0's; a claim not testable here cannot move), how many
-    differ and flip, the decided share at each block, the record's design and rules
-    against the chapter's current ones (`current_design`: chapter -> digest; `shown`: the claims shown now, e.g. the
-    Scoreboard's frame, whose rows of the chapter give its current `rules_digest`; a chapter without rows there is
-    not compared on its rules), its CPU and date; then a total row."""
+    differ and flip, the decided share at each block, the record's design and rules against the chapter's current
+    ones (`current_design`: chapter -> digest; `shown`: the claims shown now, e.g. the Scoreboard's frame, whose rows
+    of the chapter give its current `rules_digest`; a chapter without rows there is not compared on its rules), its
+    CPU and date; then a total row."""
 
     def current_rules(chapter: str) -> str | None:
         rows = shown[shown.chapter == chapter] if shown is not None else ()
@@ -118,13 +118,12 @@ def stability_table(record: Mapping, scale: str, chapters: list[str] | None = No
                                             current_rules(chapter)),
                      "cpu": entry.get("cpu", "not recorded"), "date": entry.get("date", "")})
     table = pd.DataFrame(rows, columns=["chapter", "blocks", "claims", "with runs", "differ", "flips",
-                                        "decided, block 0",
-                                        "decided, other block", "design", "cpu", "date"])
+                                        "decided, block 0", "decided, other block", "design", "cpu", "date"])
     if rows:
         table.loc[len(table)] = {"chapter": "book", "blocks": "", "claims": int(table.claims.sum()),
-                                 "with runs": int(table["with runs"].sum()), "differ": int(table["differ"].sum()), "flips": int(table.flips.sum()),
-                                 "decided, block 0": "", "decided, other block": "", "design": "", "cpu": "",
-                                 "date": ""}
+                                 "with runs": int(table["with runs"].sum()), "differ": int(table["differ"].sum()),
+                                 "flips": int(table.flips.sum()), "decided, block 0": "",
+                                 "decided, other block": "", "design": "", "cpu": "", "date": ""}
     return table
 
 
