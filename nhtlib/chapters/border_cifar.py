@@ -201,8 +201,9 @@ PRESETS = {
     # seeds; it was partly at 0-5 and inconclusive at 10-15), so chapter 3 decides 11 of 18 claims at 0-8 (was 12) and
     # 10 at 10-18, and 1 of its 25 verdicts differs between the blocks (was 2). AB3: every ResNet's norm peaks in
     # epoch 1 on the epoch grid, so the paired difference is 0 on every seed. On a log grid (screened on seeds 0-1,
-    # 24 logs, runs kept out of the chapter): BN's norm falls from its initial value from the first step, the no-norm
-    # one rises to step 25-33 (of 79 in epoch 1) and then falls; a finer grid would call BN "earlier", but because
+    # 24 logs, runs kept out of the chapter): BN's and GN's norms fall from their initial value from the first step
+    # (their epoch-1 "peak" is the definition e >= 1), the no-norm one rises to step 25-33 (of 79 in epoch 1) and the
+    # SimpleCNN's to 95-124, then fall; a finer grid would call BN "earlier", but because
     # at this budget its norm never rises, not as the paper's 50 against 60. Not adopted.
     # Experiment B at λ = 0.7 and 1 (screened, seeds 0-2, runs cached, not read): F2 needs 3 ρ's whose runs
     # transition in one seed; at 0.7 no ρ < 0.95 run does, at 1 one per seed (ρ = 0.5 in 1 of 3, 0.8 in 2 of 3: with
