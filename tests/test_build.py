@@ -75,6 +75,12 @@ def test_page_identity_holds_the_runs_it_reads(tmp_path):
     assert one != provenance.chapter_identity(nb, {"scale": "cpu"}, ["key-a", "key-c"], "src")
     assert one != provenance.chapter_identity(nb, {"scale": "paper"}, ["key-a", "key-b"], "src")
     assert one != provenance.chapter_identity(nb, {"scale": "cpu"}, ["key-a", "key-b"], "other source")
+    # the page says which verdicts moved between the seed-block record's blocks: another record is another page, and
+    # a chapter without one keeps the identity it had
+    assert one == provenance.chapter_identity(nb, {"scale": "cpu"}, ["key-a", "key-b"], "src", None)
+    with_record = provenance.chapter_identity(nb, {"scale": "cpu"}, ["key-a", "key-b"], "src", {"differ": []})
+    assert with_record != one and with_record != provenance.chapter_identity(
+        nb, {"scale": "cpu"}, ["key-a", "key-b"], "src", {"differ": [{"id": "P1"}]})
 
 
 def test_sweep_counts_what_the_cache_holds():

@@ -158,3 +158,74 @@ def test_an_entry_judged_by_other_rules_is_not_current():
                                           shown=shown[shown.chapter == "same"]).set_index("chapter")
     assert elsewhere.loc["old rules", "design"] == stability.CURRENT
     assert stability.design_state(record["old rules"], "new", stability.rules_digest(BLOCK_0)) == stability.EARLIER
+
+
+# ------------------------------------------------------------------ the chapter page: which verdicts moved
+
+
+def test_other_block_names_the_moved_claims_for_a_page_of_either_block_and_only_for_its_design_and_rules():
+    e = entry(design="abc")  # B, C and F differ between seeds 0-… and 10-…
+    moved = stability.other_block(e, "cpu", 0, "abc", BLOCK_0)
+    assert set(moved) == {"B", "C", "F"}
+    assert moved["C"] == "at seeds 10–… it is reproduced (C: reproduced)"  # block 0's page names block 10
+    assert stability.other_block(e, "cpu", 10, "abc", BLOCK_10)["C"] == (
+        "at seeds 0–… it is inconclusive (C: inconclusive)")  # block 10's page names block 0
+    # nothing to say: a page of another block, design, rules or scale, or no record at all
+    assert stability.other_block(e, "cpu", 20, "abc", BLOCK_0) == {}
+    assert stability.other_block(e, "cpu", 0, "another design", BLOCK_0) == {}
+    assert stability.other_block(e, "cpu", 0, None, BLOCK_0) == {}
+    other_rules = BLOCK_0.assign(rule=BLOCK_0.rule + " (changed)")
+    assert stability.other_block(e, "cpu", 0, "abc", other_rules) == {}
+    assert stability.other_block(e, "paper", 0, "abc", BLOCK_0) == {}
+    assert stability.other_block(None, "cpu", 0, "abc", BLOCK_0) == {}
+
+
+def _page(seed_blocks, seed=0, design="abc"):
+    """A chapter page's claims book with BLOCK_0's six claims recorded (their rules as `table` writes them)."""
+    from nhtlib.report.claims import Claims
+    from nhtlib.report.verdicts import ClaimResult
+
+    book = Claims("ch", "cpu", seed=seed, seed_blocks=seed_blocks, design=design)
+    for row in BLOCK_0.itertuples():
+        book.record(ClaimResult(id=row.id, statement=f"claim {row.id}", paper="p", source="NHT", ours=row.ours,
+                                n=None, low=None, high=None, rule=row.rule, verdict=row.verdict, null=False))
+    return book
+
+
+def test_a_page_says_which_of_its_verdicts_moved_with_the_seeds_in_its_paragraphs_and_its_table():
+    from nhtlib.report.claims import MOVED
+
+    page = _page(entry(design="abc"))
+    assert set(page.moved()) == {"B", "C", "F"}
+    shown = page.show("A", "C").data
+    assert shown.count(MOVED) == 1 and "at seeds 10–… it is reproduced" in shown  # C moved, A did not
+    html = page.table().to_html()
+    assert html.count(MOVED) == 3 and "at seeds 10–… it is not reproduced" in html  # B
+    # a record of another design says nothing on the page
+    assert _page(entry(design="old")).moved() == {} and MOVED not in _page(entry(design="old")).table().to_html()
+    assert MOVED not in _page(None).show("C").data
+
+
+def test_a_moved_verdicts_text_reaches_the_page_escaped():
+    from nhtlib.report.claims import style_claims, verdict_markdown
+    from nhtlib.report.verdicts import ClaimResult
+
+    hostile = table(X=REPRODUCED)
+    other = table(X=INCONCLUSIVE)
+    other.loc[0, "ours"] = "<script>alert(1)</script> 0.5 [0, 1]"
+    e = stability.block_entry(hostile, other, scale="cpu", seed=10, design="d")
+    moved = stability.other_block(e, "cpu", 0, "d", hostile)
+    assert "<script>" in moved["X"]  # the record holds the text as measured ...
+    row = ClaimResult(id="X", statement="s", paper="p", source="NHT", ours="o", n=None, low=None, high=None,
+                      rule=hostile.rule[0], verdict=REPRODUCED, null=False)
+    assert "<script>" not in verdict_markdown(row, moved=moved)  # ... and the page escapes it
+    frame = pd.DataFrame([{"id": "X", "verdict": REPRODUCED, "rule": "r", "other_block": moved["X"]}])
+    assert "<script>" not in style_claims(frame).to_html()
+
+
+def test_page_claims_carry_the_chapters_record_entry_and_design():
+    for name, chapter in CHAPTERS.items():
+        book = chapter.page_claims("cpu", 10)
+        assert book.seed == 10 and book.chapter == name
+        assert book._seed_blocks == stability.read_record().get(name)
+        assert book._design == chapter.bf16_design("cpu")[1]

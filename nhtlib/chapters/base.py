@@ -10,6 +10,8 @@ the tests read chapters only through this object:
   by its name (the module's constant for that name: another chapter never types the string);
 * ``chapter.bf16_design(scale)`` — whether what it trains or reads there depends on native bf16, and that design's
   digest: what the bf16-equality gate holds to its record (`nhtlib.engine.native_bf16.design_problems`);
+* ``chapter.page_claims(scale, seed)`` — the claims book its page records its verdicts in
+  (`nhtlib.report.claims.Claims`), told which of them moved between the seed-block record's blocks of seeds;
 * ``chapter.claims`` — its claims, in the order of its sections (`nhtlib.report.claims.Claim`: statement, the paper's
   value with its source tag, the estimate it computes from the chapter's analysed runs, and its rule), and
   ``chapter.judge(analysed)`` — every claims row, from whatever the chapter's ``analyse`` returns.
@@ -25,7 +27,8 @@ import pandas as pd
 from nhtlib.config import SCALES, ConfigError, stable_hash
 from nhtlib.engine.native_bf16 import design_digest, native_override, uses_native_bf16
 from nhtlib.engine.sweep import Sweep
-from nhtlib.report.claims import Claim
+from nhtlib.report.claims import Claim, Claims
+from nhtlib.report.stability import read_record
 from nhtlib.report.verdicts import ClaimResult
 
 # (preset, data_root, first_seed) -> the chapter's sweeps; a chapter without presets gets the scale's name instead
@@ -94,6 +97,13 @@ class Chapter:
             with native_override(value):
                 configs[value] = [c.to_dict() for sweep in self.sweeps(scale) for c in sweep.configs]
         return configs["1"] != configs["0"], stable_hash(configs)
+
+    def page_claims(self, scale: str, seed: int = 0) -> Claims:
+        """The claims book of the chapter's page at `scale` and first seed `seed`: with its seed-block record entry
+        (benchmarks/records/seed_blocks.json) and its current design, so that a claim whose verdict moved between the
+        record's blocks of seeds says so on the page (`Claims.moved`)."""
+        return Claims(self.name, scale, seed=seed, seed_blocks=read_record().get(self.name),
+                      design=self.bf16_design(scale)[1])
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:

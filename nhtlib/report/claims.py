@@ -147,10 +147,14 @@ def overview_markdown(claims: Sequence[Claim]) -> str:
 
 
 class Claims:
-    """The claims of one chapter at one scale."""
+    """The claims of one chapter at one scale (its page's, at first seed `seed`). With the chapter's seed-block record
+    entry (`seed_blocks`, `nhtlib.report.stability`) and its design digest (`design`), a claim whose verdict moved
+    between the record's two blocks says so where it is shown (`Chapter.page_claims` passes both)."""
 
-    def __init__(self, chapter: str, scale: str):
-        self.chapter, self.scale = chapter, scale
+    def __init__(self, chapter: str, scale: str, *, seed: int = 0, seed_blocks: Mapping | None = None,
+                 design: str | None = None):
+        self.chapter, self.scale, self.seed = chapter, scale, seed
+        self._seed_blocks, self._design = seed_blocks, design
         self._claims: list[ClaimResult] = []
 
     def judge(self, claims: Sequence[Claim], analysed: Any) -> dict[str, ClaimResult]:
@@ -166,7 +170,14 @@ class Claims:
         missing = [i for i in ids if i not in rows]
         if missing:
             raise ConfigError(f"claims {missing} are not recorded in chapter {self.chapter!r}")
-        return Markdown(verdict_markdown(*(rows[i] for i in ids)))
+        return Markdown(verdict_markdown(*(rows[i] for i in ids), moved=self.moved()))
+
+    def moved(self) -> dict[str, str]:
+        """Claim id -> its verdict at the record's other block of seeds, for the claims that moved between the two
+        (`stability.other_block`; {} without a record of this page's design, rules and seeds)."""
+        from nhtlib.report.stability import other_block  # stability reads claims tables: imported here, not above
+
+        return other_block(self._seed_blocks, self.scale, self.seed, self._design, self.frame())
 
     def counts_line(self) -> str:
         """The recorded verdicts in one line, in `VERDICTS` order, e.g. "5 reproduced · 2 inconclusive · 1 not
@@ -202,15 +213,20 @@ class Claims:
         [interval], n), the rule in words folded into a detail, and for an undecided claim what would decide it
         above the fold (not a column of its own: the table keeps its width)."""
         frame = self.frame()
+        moved = self.moved()
+        if moved:
+            frame = frame.assign(other_block=frame["id"].map(moved).fillna(""))
         shown = ["id", "verdict", "statement", "paper", "ours"] + [
-            c for c in ("rule", "to_decide") if frame[c].astype(bool).any()]
+            c for c in ("rule", "to_decide", "other_block") if c in frame and frame[c].astype(bool).any()]
         return style_claims(frame[shown])
 
 
-def verdict_markdown(*results: ClaimResult) -> str:
+def verdict_markdown(*results: ClaimResult, moved: Mapping[str, str] | None = None) -> str:
     """The verdicts of declared claims as Markdown, one paragraph each: id, statement, **verdict**, what the runs
     measured (estimate [95 % interval], n), the paper's value and the rule in words — for a chapter's section; an
-    inconclusive claim adds what would decide it (`Rule.to_decide`)."""
+    inconclusive claim adds what would decide it (`Rule.to_decide`), and one in `moved` (claim id -> its verdict at
+    another block of seeds, `Claims.moved`) says that it moved with the seeds."""
+    moved = moved or {}
     out = []
     for r in results:
         null = " (null claim)" if r.null else ""
@@ -218,9 +234,12 @@ def verdict_markdown(*results: ClaimResult) -> str:
                                                                   "rule", "note", "to_decide")}
         out.append(f"**{text['id']}**{null} — {text['statement']}: **{text['verdict']}**. Ours: {text['ours']}. "
                    f"Paper: {text['paper']}. *Rule:* {text['rule']}." + (f" {text['note']}." if r.note else "")
-                   + (f" *What would decide it:* {text['to_decide']}." if r.to_decide else ""))
+                   + (f" *What would decide it:* {text['to_decide']}." if r.to_decide else "")
+                   + (f" *{MOVED}:* {markdown_text(moved[r.id])}." if r.id in moved else ""))
     return "\n\n".join(out)
 
+
+MOVED = "Moved with the seeds"  # a claim whose verdict differs at the seed-block record's other block
 
 VERDICT_COLOURS = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced": "#f8d7d7",
                    INCONCLUSIVE: "#dde7f3", NOT_TESTABLE: "#e6e6e6"}
@@ -229,19 +248,25 @@ VERDICT_COLOURS = {"reproduced": "#d8f0d8", "partly": "#fff1c9", "not reproduced
 def style_claims(frame: pd.DataFrame):
     """A claims table for people (a pandas Styler): every text escaped (a claim or parameter never reaches the page
     as HTML: `html_text`), the verdict coloured, a "rule" column folded into a detail the reader opens; a
-    "to_decide" column joins the rule's cell, shown above the fold (the table keeps its width)."""
+    "to_decide" column (what would decide it) and an "other_block" one (the verdict at another block of seeds,
+    `Claims.moved`) join the rule's cell, shown above the fold (the table keeps its width)."""
 
     def colour(v: str) -> str:
         return f"background-color: {VERDICT_COLOURS.get(v, 'white')}"
 
-    def folded(rule: str, to_decide: str = "") -> str:
+    def folded(rule: str, to_decide: str = "", moved: str = "") -> str:
         cell = f"<details><summary>rule</summary>{html_text(rule)}</details>" if rule else ""
-        return f"<p><em>What would decide it:</em> {html_text(to_decide)}</p>{cell}" if to_decide else cell
+        above = [f"<p><em>{label}:</em> {html_text(text)}</p>"
+                 for label, text in (("What would decide it", to_decide), (MOVED, moved)) if text]
+        return "".join(above) + cell
 
-    if "to_decide" in frame.columns:
-        rules = frame["rule"] if "rule" in frame.columns else pd.Series("", index=frame.index)
-        joined = [folded(str(r), str(d)) for r, d in zip(rules.fillna(""), frame["to_decide"].fillna(""))]
-        frame = frame.drop(columns="to_decide").assign(rule=joined)
+    extra = [c for c in ("to_decide", "other_block") if c in frame.columns]
+    if extra:
+        def column(name: str) -> pd.Series:
+            return (frame[name] if name in frame.columns else pd.Series("", index=frame.index)).fillna("").astype(str)
+
+        joined = [folded(*cells) for cells in zip(column("rule"), column("to_decide"), column("other_block"))]
+        frame = frame.drop(columns=extra).assign(rule=joined)
         formatters = {c: (str if c == "rule" else html_text) for c in frame.columns}  # the rule cell is escaped
     else:
         formatters = {c: (folded if c == "rule" else html_text) for c in frame.columns}

@@ -49,11 +49,15 @@ def notebook_digest(path: str | os.PathLike) -> str:
 
 
 def chapter_identity(notebook: str | os.PathLike, parameters: dict[str, Any], run_keys: list[str],
-                     source: str) -> str:
+                     source: str, seed_blocks: Mapping | None = None) -> str:
     """What a chapter page depends on, as one hash: the notebook's cells, the parameters passed, nhtlib's source
-    hash and the cache keys of the runs it reads (which hold their configs and data fingerprints)."""
-    return stable_hash({"notebook": notebook_digest(notebook), "parameters": parameters, "source": source,
-                        "runs": list(run_keys)}, length=24)
+    hash, the cache keys of the runs it reads (which hold their configs and data fingerprints) and, where there is
+    one, the chapter's seed-block record entry (the page says which verdicts moved with the seeds: `Claims.moved`)."""
+    parts = {"notebook": notebook_digest(notebook), "parameters": parameters, "source": source,
+             "runs": list(run_keys)}
+    if seed_blocks is not None:  # a chapter without a record keeps the identity it had before records existed
+        parts["seed_blocks"] = seed_blocks
+    return stable_hash(parts, length=24)
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:

@@ -89,6 +89,22 @@ def design_state(entry: Mapping, current: str | None, current_rules: str | None 
     return CURRENT
 
 
+def other_block(entry: Mapping | None, scale: str, seed: int, design: str | None,
+                table: pd.DataFrame) -> dict[str, str]:
+    """What a chapter page at first seed `seed` says of its claims that moved with the seeds: claim id -> "at seeds
+    S–… it is <verdict> (<ours>)", the record's other block, for every claim whose verdict differs between the two
+    blocks of `entry` (the chapter's seed-block record entry). Only when the entry is at `scale`, ran this design
+    (`design`, `Chapter.bf16_design`'s digest), judged by these rules (`rules_digest` of `table`, the page's claims)
+    and the page shows one of its two blocks; {} otherwise (no record, or one of another design or rules)."""
+    if (not entry or entry.get("scale") != scale or design is None or entry.get("design") != design
+            or entry.get("rules") != rules_digest(table) or seed not in entry["seeds"]):
+        return {}
+    first, other = entry["seeds"]
+    at = other if seed == first else first
+    side = ("block S", "ours S") if seed == first else ("block 0", "ours 0")
+    return {d["id"]: f"at seeds {at}–… it is {d[side[0]]} ({d[side[1]]})" for d in entry["differ"]}
+
+
 def stability_table(record: Mapping, scale: str, chapters: list[str] | None = None,
                     current_design: Callable[[str], str | None] | None = None,
                     shown: pd.DataFrame | None = None) -> pd.DataFrame:
