@@ -185,7 +185,7 @@ def _page(seed_blocks, seed=0, design="abc"):
     from nhtlib.report.claims import Claims
     from nhtlib.report.verdicts import ClaimResult
 
-    book = Claims("ch", "cpu", seed=seed, seed_blocks=seed_blocks, design=design)
+    book = Claims("ch", "cpu", moved_of=lambda frame: stability.other_block(seed_blocks, "cpu", seed, design, frame))
     for row in BLOCK_0.itertuples():
         book.record(ClaimResult(id=row.id, statement=f"claim {row.id}", paper="p", source="NHT", ours=row.ours,
                                 n=None, low=None, high=None, rule=row.rule, verdict=row.verdict, null=False))
@@ -223,9 +223,18 @@ def test_a_moved_verdicts_text_reaches_the_page_escaped():
     assert "<script>" not in style_claims(frame).to_html()
 
 
-def test_page_claims_carry_the_chapters_record_entry_and_design():
+def test_page_claims_read_the_chapters_record_at_the_pages_design_and_seeds(monkeypatch):
+    from nhtlib.chapters import base
+    from nhtlib.report.verdicts import ClaimResult
+
     for name, chapter in CHAPTERS.items():
-        book = chapter.page_claims("cpu", 10)
-        assert book.seed == 10 and book.chapter == name
-        assert book._seed_blocks == stability.read_record().get(name)
-        assert book._design == chapter.bf16_design("cpu")[1]
+        record = {name: entry(design=chapter.bf16_design("cpu")[1])}  # measured this very design: B, C, F moved
+        monkeypatch.setattr(base, "read_record", lambda: record)
+        # both blocks' pages say which moved; a page of another block, or of a scale the record did not measure, not
+        for scale, seed, moved in (("cpu", 0, {"B", "C", "F"}), ("cpu", 10, {"B", "C", "F"}), ("cpu", 20, set()),
+                                   ("smoke", 0, set())):
+            book = chapter.page_claims(scale, seed)
+            for row in BLOCK_0.itertuples():
+                book.record(ClaimResult(id=row.id, statement="s", paper="p", source="NHT", ours=row.ours, n=None,
+                                        low=None, high=None, rule=row.rule, verdict=row.verdict, null=False))
+            assert set(book.moved()) == moved, (name, scale, seed)

@@ -147,14 +147,14 @@ def overview_markdown(claims: Sequence[Claim]) -> str:
 
 
 class Claims:
-    """The claims of one chapter at one scale (its page's, at first seed `seed`). With the chapter's seed-block record
-    entry (`seed_blocks`, `nhtlib.report.stability`) and its design digest (`design`), a claim whose verdict moved
-    between the record's two blocks says so where it is shown (`Chapter.page_claims` passes both)."""
+    """The claims of one chapter at one scale. `moved_of` (the page's claims frame -> claim id -> its verdict at
+    another block of seeds; `Chapter.page_claims` passes `nhtlib.report.stability.other_block` on the chapter's
+    seed-block record) lets a claim whose verdict moved with the seeds say so where it is shown."""
 
-    def __init__(self, chapter: str, scale: str, *, seed: int = 0, seed_blocks: Mapping | None = None,
-                 design: str | None = None):
-        self.chapter, self.scale, self.seed = chapter, scale, seed
-        self._seed_blocks, self._design = seed_blocks, design
+    def __init__(self, chapter: str, scale: str, *,
+                 moved_of: Callable[[pd.DataFrame], Mapping[str, str]] | None = None):
+        self.chapter, self.scale = chapter, scale
+        self._moved_of = moved_of
         self._claims: list[ClaimResult] = []
 
     def judge(self, claims: Sequence[Claim], analysed: Any) -> dict[str, ClaimResult]:
@@ -173,11 +173,9 @@ class Claims:
         return Markdown(verdict_markdown(*(rows[i] for i in ids), moved=self.moved()))
 
     def moved(self) -> dict[str, str]:
-        """Claim id -> its verdict at the record's other block of seeds, for the claims that moved between the two
-        (`stability.other_block`; {} without a record of this page's design, rules and seeds)."""
-        from nhtlib.report.stability import other_block  # stability reads claims tables: imported here, not above
-
-        return other_block(self._seed_blocks, self.scale, self.seed, self._design, self.frame())
+        """Claim id -> its verdict at another block of seeds, for the recorded claims that moved with the seeds
+        (`moved_of` on the recorded rows; {} without one)."""
+        return dict(self._moved_of(self.frame())) if self._moved_of else {}
 
     def counts_line(self) -> str:
         """The recorded verdicts in one line, in `VERDICTS` order, e.g. "5 reproduced · 2 inconclusive · 1 not
