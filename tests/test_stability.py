@@ -165,19 +165,19 @@ def test_an_entry_judged_by_other_rules_is_not_current():
 
 def test_other_block_names_the_moved_claims_for_a_page_of_either_block_and_only_for_its_design_and_rules():
     e = entry(design="abc")  # B, C and F differ between seeds 0-… and 10-…
-    moved = stability.other_block(e, "cpu", 0, "abc", BLOCK_0)
+    moved = stability.other_block(e, 0, "abc", BLOCK_0)
     assert set(moved) == {"B", "C", "F"}
     assert moved["C"] == "at seeds 10–… it is reproduced (C: reproduced)"  # block 0's page names block 10
-    assert stability.other_block(e, "cpu", 10, "abc", BLOCK_10)["C"] == (
+    assert stability.other_block(e, 10, "abc", BLOCK_10)["C"] == (
         "at seeds 0–… it is inconclusive (C: inconclusive)")  # block 10's page names block 0
     # nothing to say: a page of another block, design, rules or scale, or no record at all
-    assert stability.other_block(e, "cpu", 20, "abc", BLOCK_0) == {}
-    assert stability.other_block(e, "cpu", 0, "another design", BLOCK_0) == {}
-    assert stability.other_block(e, "cpu", 0, None, BLOCK_0) == {}
+    assert stability.other_block(e, 20, "abc", BLOCK_0) == {}
+    assert stability.other_block(e, 0, "another design", BLOCK_0) == {}
+    assert stability.other_block(e, 0, None, BLOCK_0) == {}
     other_rules = BLOCK_0.assign(rule=BLOCK_0.rule + " (changed)")
-    assert stability.other_block(e, "cpu", 0, "abc", other_rules) == {}
-    assert stability.other_block(e, "paper", 0, "abc", BLOCK_0) == {}
-    assert stability.other_block(None, "cpu", 0, "abc", BLOCK_0) == {}
+    assert stability.other_block(e, 0, "abc", other_rules) == {}
+    assert stability.entry_at("ch", "cpu", {"ch": e}) is e and stability.entry_at("ch", "paper", {"ch": e}) is None
+    assert stability.other_block(None, 0, "abc", BLOCK_0) == {}
 
 
 def _page(seed_blocks, seed=0, design="abc"):
@@ -185,7 +185,7 @@ def _page(seed_blocks, seed=0, design="abc"):
     from nhtlib.report.claims import Claims
     from nhtlib.report.verdicts import ClaimResult
 
-    book = Claims("ch", "cpu", moved_of=lambda frame: stability.other_block(seed_blocks, "cpu", seed, design, frame))
+    book = Claims("ch", "cpu", moved_of=lambda frame: stability.other_block(seed_blocks, seed, design, frame))
     for row in BLOCK_0.itertuples():
         book.record(ClaimResult(id=row.id, statement=f"claim {row.id}", paper="p", source="NHT", ours=row.ours,
                                 n=None, low=None, high=None, rule=row.rule, verdict=row.verdict, null=False))
@@ -214,7 +214,7 @@ def test_a_moved_verdicts_text_reaches_the_page_escaped():
     other = table(X=INCONCLUSIVE)
     other.loc[0, "ours"] = "<script>alert(1)</script> 0.5 [0, 1]"
     e = stability.block_entry(hostile, other, scale="cpu", seed=10, design="d")
-    moved = stability.other_block(e, "cpu", 0, "d", hostile)
+    moved = stability.other_block(e, 0, "d", hostile)
     assert "<script>" in moved["X"]  # the record holds the text as measured ...
     row = ClaimResult(id="X", statement="s", paper="p", source="NHT", ours="o", n=None, low=None, high=None,
                       rule=hostile.rule[0], verdict=REPRODUCED, null=False)
@@ -224,12 +224,11 @@ def test_a_moved_verdicts_text_reaches_the_page_escaped():
 
 
 def test_page_claims_read_the_chapters_record_at_the_pages_design_and_seeds(monkeypatch):
-    from nhtlib.chapters import base
     from nhtlib.report.verdicts import ClaimResult
 
     for name, chapter in CHAPTERS.items():
         record = {name: entry(design=chapter.bf16_design("cpu")[1])}  # measured this very design: B, C, F moved
-        monkeypatch.setattr(base, "read_record", lambda: record)
+        monkeypatch.setattr(stability, "read_record", lambda: record)
         # both blocks' pages say which moved; a page of another block, or of a scale the record did not measure, not
         for scale, seed, moved in (("cpu", 0, {"B", "C", "F"}), ("cpu", 10, {"B", "C", "F"}), ("cpu", 20, set()),
                                    ("smoke", 0, set())):

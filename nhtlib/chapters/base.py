@@ -28,7 +28,7 @@ from nhtlib.config import SCALES, ConfigError, stable_hash
 from nhtlib.engine.native_bf16 import design_digest, native_override, uses_native_bf16
 from nhtlib.engine.sweep import Sweep
 from nhtlib.report.claims import Claim, Claims
-from nhtlib.report.stability import other_block, read_record
+from nhtlib.report.stability import entry_at, other_block
 from nhtlib.report.verdicts import ClaimResult
 
 # (preset, data_root, first_seed) -> the chapter's sweeps; a chapter without presets gets the scale's name instead
@@ -102,8 +102,8 @@ class Chapter:
         """The claims book of the chapter's page at `scale` and first seed `seed`: a claim whose verdict moved between
         the blocks of seeds of its seed-block record (benchmarks/records/seed_blocks.json) says so on the page
         (`Claims.moved`), when the record measured this design (`stability.other_block`)."""
-        entry, design = read_record().get(self.name), self.bf16_design(scale)[1]
-        return Claims(self.name, scale, moved_of=lambda frame: other_block(entry, scale, seed, design, frame))
+        entry, design = entry_at(self.name, scale), self.bf16_design(scale)[1]
+        return Claims(self.name, scale, moved_of=lambda frame: other_block(entry, seed, design, frame))
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:

@@ -203,8 +203,8 @@ PRESETS = {
     # epoch 1 on the epoch grid, so the paired difference is 0 on every seed. On a log grid (screened on seeds 0-1,
     # 24 logs, runs kept out of the chapter): BN's and GN's norms fall from their initial value from the first step
     # (their epoch-1 "peak" is the definition e >= 1), the no-norm one rises to step 25-33 (of 79 in epoch 1) and the
-    # SimpleCNN's to 95-124, then fall; a finer grid would call BN "earlier", but because
-    # at this budget its norm never rises, not as the paper's 50 against 60. Not adopted.
+    # SimpleCNN's to 95-124, then fall; a finer grid would call BN "earlier", but because at this budget its norm
+    # never rises, not as the paper's 50 against 60. Not adopted.
     # Experiment B at λ = 0.7 and 1 (screened, seeds 0-2, runs cached, not read): F2 needs 3 ρ's whose runs
     # transition in one seed; at 0.7 no ρ < 0.95 run does, at 1 one per seed (ρ = 0.5 in 1 of 3, 0.8 in 2 of 3: with
     # ρ = 0.95's, at most two ρ's in a seed) and ρ = 1 none (its border is right on every training image: the

@@ -447,7 +447,7 @@ def chapter_runs(name: str, parameters: dict[str, Any] | None = None, *,
     """The chapter's runs and page identity for these parameters (scale, seed and data_root as the notebook reads
     them; a chapter without declared sweeps has no runs and its identity is its cells, parameters and library)."""
     from nhtlib.report import provenance
-    from nhtlib.report.stability import read_record
+    from nhtlib.report.stability import entry_at
     from nhtlib.engine.cache import RunCache
 
     parameters = dict(parameters or {})
@@ -459,10 +459,8 @@ def chapter_runs(name: str, parameters: dict[str, Any] | None = None, *,
     runs = runs_of(sweeps)
     cache = RunCache()
     cached = sum(cache.meta(key) is not None for key in runs["keys"])
-    blocks = read_record().get(path.stem)  # its seed-block entry, where one was measured at this scale
     identity = provenance.chapter_identity(path, {"scale": scale, **parameters}, runs["keys"],
-                                           page_source_hash(path.stem),
-                                           blocks if blocks and blocks.get("scale") == scale else None)
+                                           page_source_hash(path.stem), entry_at(path.stem, scale))
     return ChapterRuns(identity, tuple(runs["keys"]), tuple(runs["seeds"]), cached)
 
 

@@ -89,14 +89,21 @@ def design_state(entry: Mapping, current: str | None, current_rules: str | None 
     return CURRENT
 
 
-def other_block(entry: Mapping | None, scale: str, seed: int, design: str | None,
-                table: pd.DataFrame) -> dict[str, str]:
+def entry_at(chapter: str, scale: str, record: Mapping | None = None) -> Mapping | None:
+    """The chapter's entry in the seed-block record (`record`, else `read_record()`) when it was measured at `scale`;
+    None otherwise. A chapter page's identity holds it (`nhtlib.cli.runner`), and the page reads it (`other_block`)."""
+    entry = (read_record() if record is None else record).get(chapter)
+    return entry if entry and entry.get("scale") == scale else None
+
+
+def other_block(entry: Mapping | None, seed: int, design: str | None, table: pd.DataFrame) -> dict[str, str]:
     """What a chapter page at first seed `seed` says of its claims that moved with the seeds: claim id -> "at seeds
     S–… it is <verdict> (<ours>)", the record's other block, for every claim whose verdict differs between the two
-    blocks of `entry` (the chapter's seed-block record entry). Only when the entry is at `scale`, ran this design
-    (`design`, `Chapter.bf16_design`'s digest), judged by these rules (`rules_digest` of `table`, the page's claims)
-    and the page shows one of its two blocks; {} otherwise (no record, or one of another design or rules)."""
-    if (not entry or entry.get("scale") != scale or design is None or entry.get("design") != design
+    blocks of `entry` (the chapter's seed-block record entry at the page's scale, `entry_at`). Only when the entry
+    ran this design (`design`, `Chapter.bf16_design`'s digest), judged by these rules (`rules_digest` of `table`,
+    the page's claims) and the page shows one of its two blocks; {} otherwise (no record, or one of another design
+    or rules)."""
+    if (not entry or design is None or entry.get("design") != design
             or entry.get("rules") != rules_digest(table) or seed not in entry["seeds"]):
         return {}
     first, other = entry["seeds"]
